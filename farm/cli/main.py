@@ -1,0 +1,71 @@
+"""`farm` entry point: parse arguments, dispatch to one module per subcommand,
+and turn the FarmError family into exit codes (0 ok, 1 error, 2 usage, 3 partial,
+130 interrupted). This is the only place exit codes are decided.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from farm import __version__
+from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError
+
+# subcommand name -> module under farm.cli exposing register(subparsers) and run(args) -> int
+SUBCOMMANDS: dict[str, str] = {
+    "devices": "farm.cli.devices_cmd",
+    "lab": "farm.cli.lab_cmd",
+    "deploy": "farm.cli.deploy_cmd",
+    "models": "farm.cli.models_cmd",
+    "build": "farm.cli.build_cmd",
+    "bench": "farm.cli.bench_cmd",
+    "results": "farm.cli.results_cmd",
+    "compare": "farm.cli.compare_cmd",
+    "tracker": "farm.cli.tracker_cmd",
+    "tune": "farm.cli.tune_cmd",
+    "triangle": "farm.cli.triangle_cmd",
+    "report": "farm.cli.report_cmd",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="farm",
+        description="Measure TVM, ONNX Runtime and a custom executor on real devices.",
+        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 some devices failed, 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"farm {__version__}")
+    parser.add_argument("--inventory", metavar="FILE",
+                        help="devices.yaml to use (default: $FARM_INVENTORY, then ./devices.yaml)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("farm: interrupted; measured results were kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except FarmError as exc:
+        print(f"farm: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def entry() -> None:
+    sys.exit(main())

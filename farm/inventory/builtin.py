@@ -1,0 +1,50 @@
+"""The built-in `local` device: this machine, driven through subprocesses, no SSH."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+from farm.inventory.device import Device
+
+# /proc/cpuinfo flag -> farm feature name (the names used in devices.yaml)
+_X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "avx512bw",
+              "avx512vnni": "avx512vnni", "avx_vnni": "avxvnni", "f16c": "f16c", "sse4_2": "sse4.2"}
+_ARM_FLAGS = {"asimd": "neon", "asimddp": "dotprod", "i8mm": "i8mm", "sve": "sve", "fphp": "fp16"}
+
+
+def cpu_features(cpuinfo: str, arch: str) -> tuple[str, ...]:
+    """Farm feature names present in a /proc/cpuinfo text."""
+    table = _X86_FLAGS if arch == "x86_64" else _ARM_FLAGS
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    return tuple(sorted({name for flag, name in table.items() if flag in flags}))
+
+
+def local_device() -> Device:
+    """Describe this machine as the `local` device."""
+    arch = platform.machine()
+    arch = "aarch64" if arch in ("arm64", "aarch64") else arch
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    workdir = os.environ.get("FARM_LOCAL_WORKDIR") or str(Path(tempfile.gettempdir()) / "farm-local")
+    return Device(
+        name="local",
+        transport="local",
+        arch=arch,
+        triple=f"{arch}-linux-gnu",
+        features=cpu_features(cpuinfo, arch),
+        cores=os.cpu_count() or 1,
+        python=sys.executable,
+        workdir=workdir,
+        tags=("builtin",),
+        description="this machine (no SSH)",
+    )

@@ -1,0 +1,43 @@
+"""The typed, validated description of one device (data only, no behaviour)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TRANSPORTS = ("local", "ssh", "tvm-rpc")
+ARCHES = ("x86_64", "aarch64")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of the fleet, as parsed from the inventory.
+
+    `source` is "file:line" of its entry (or "<builtin>") so later errors can point at it.
+    """
+
+    name: str
+    transport: str
+    arch: str
+    triple: str
+    features: tuple[str, ...] = ()
+    cores: int = 1
+    host: str | None = None
+    port: int = 22
+    user: str | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    python: str = "python3"
+    workdir: str = "/tmp/farm"
+    tracker_host: str = "127.0.0.1"
+    tracker_port: int = 9190
+    key: str | None = None  # TVM RPC tracker key (transport tvm-rpc)
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    source: str = field(default="<builtin>", compare=False)
+
+    @property
+    def is_local(self) -> bool:
+        return self.transport == "local"
+
+    def has_feature(self, feature: str) -> bool:
+        return feature in self.features

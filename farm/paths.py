@@ -1,0 +1,25 @@
+"""Where farm keeps its state: `.farm/` in the working directory (override: $FARM_HOME)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def state_dir() -> Path:
+    """The state directory (artifacts, lab, results); created on first use."""
+    path = Path(os.environ.get("FARM_HOME") or Path.cwd() / ".farm")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def agents_dir() -> Path:
+    """Source of the on-device agent and its route runners."""
+    return REPO_ROOT / "agents"
+
+
+def kernels_dir() -> Path:
+    """Source of the custom executor's C kernels."""
+    return REPO_ROOT / "kernels"

@@ -1,0 +1,88 @@
+"""The one ordered, typed field list of a benchmark record (llama-bench style).
+
+Every printer (md/csv/json/jsonl) and the SQLite table are generated from `FIELDS`;
+adding a field here adds it everywhere. `SCHEMA_VERSION` is stored with the data and
+a store of another version is refused with a clear message.
+
+One record = one (run, device, route, configuration) measurement. `samples_ms` keeps
+every raw steady-state sample; all statistics are recomputable from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# status values
+OK = "ok"                    # measured, outputs matched
+INVALID = "invalid"          # measured, but outputs mismatched beyond tolerance
+PARTIAL = "partial"          # device failed mid-run; this route finished before that
+FAILED = "failed"            # this route failed on this device
+UNAVAILABLE = "unavailable"  # route cannot run there (reason in status_detail)
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str  # "text" | "int" | "real" | "json"
+    help: str
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("record_id", "text", "unique id of this record"),
+    Field("run_id", "text", "the bench invocation this record belongs to"),
+    Field("created_utc", "text", "UTC time the record was written (ISO 8601)"),
+    Field("farm_version", "text", "farm version on the host"),
+    Field("farm_commit", "text", "git commit of farm on the host"),
+    Field("agent_hash", "text", "sha256 of the agent file that ran on the device"),
+    Field("device", "text", "inventory name of the device"),
+    Field("transport", "text", "local | ssh | tvm-rpc"),
+    Field("arch", "text", "device architecture"),
+    Field("triple", "text", "target triple"),
+    Field("cpu_info", "json", "CPU model, features and cores as read on the device"),
+    Field("route", "text", "ort | tvm | custom"),
+    Field("model", "text", "model name or path"),
+    Field("variant", "text", "fp32 | int8-dynamic | int8-qdq | int4"),
+    Field("model_hash", "text", "sha256 of the model file"),
+    Field("build_flags", "json", "route configuration: provider, opt level, fusion, schedules"),
+    Field("threads", "int", "intra-op threads"),
+    Field("status", "text", "ok | invalid | partial | failed | unavailable"),
+    Field("status_detail", "text", "why, for any status other than ok"),
+    Field("n", "int", "number of steady-state samples"),
+    Field("median_ms", "real", "median of samples_ms"),
+    Field("p90_ms", "real", "90th percentile of samples_ms"),
+    Field("p99_ms", "real", "99th percentile of samples_ms"),
+    Field("mean_ms", "real", "mean of samples_ms"),
+    Field("stddev_ms", "real", "sample standard deviation of samples_ms"),
+    Field("cv", "real", "coefficient of variation (stddev / mean)"),
+    Field("min_ms", "real", "minimum of samples_ms"),
+    Field("max_ms", "real", "maximum of samples_ms"),
+    Field("ci95_low_ms", "real", "bootstrap 95% CI of the median, low end"),
+    Field("ci95_high_ms", "real", "bootstrap 95% CI of the median, high end"),
+    Field("load_ms", "real", "time to load the model/artifact in the fresh process"),
+    Field("first_run_ms", "real", "first inference, apart from warm-up and steady state"),
+    Field("warmup_runs", "int", "warm-up inferences done before measuring"),
+    Field("samples_ms", "json", "every raw steady-state sample, in order"),
+    Field("ops", "json", "per-op profile: {categories: {cat: ms}, nodes: [...], coverage}"),
+    Field("peak_vmhwm_kb", "int", "VmHWM of the route's own process"),
+    Field("peak_pss_kb", "int", "Pss from /proc/self/smaps_rollup, when available"),
+    Field("memory_method", "text", "how peak memory was read"),
+    Field("state_before", "json", "device state before the route (governor, freqs, thermal, load)"),
+    Field("state_after", "json", "device state after the route"),
+    Field("drift", "json", "frequency/temperature drift flags during the route"),
+    Field("accuracy", "json", "output comparison: reference, max abs/rel diff, tolerance, ok"),
+    Field("sizes", "json", "bytes: runtime, code, weights"),
+    Field("policy", "json", "measurement policy: warmup, min runs, min/max time, seed"),
+)
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+
+
+def empty_record(**values: Any) -> dict[str, Any]:
+    """A record with every field present (None where unknown); unknown keys are an error."""
+    unknown = set(values) - set(FIELD_NAMES)
+    if unknown:
+        raise KeyError(f"not record fields: {sorted(unknown)}")
+    return {name: values.get(name) for name in FIELD_NAMES}

@@ -1,0 +1,106 @@
+"""The one small interface every transport implements (fabric-sized).
+
+Commands are argument vectors, never shell strings: the SSH transport quotes each
+argument with `shlex.quote` at one place (`command_line`), the local one passes the
+vector to `subprocess` without a shell. A failure raises `TransportError` unless
+`check=False`; a non-zero exit is then visible on the `RunResult`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from farm.inventory.device import Device
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one finished command gave back."""
+
+    argv: tuple[str, ...]
+    exited: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exited == 0
+
+
+class RemoteProcess(ABC):
+    """A long-running command with line-based stdin/stdout (the agent's channel).
+
+    Life cycle: started by `Transport.start`; the caller writes lines, iterates stdout
+    lines as they arrive (None on timeout), then `close()` which ends the process
+    (closing stdin first, so a well-behaved agent exits by itself).
+    """
+
+    @abstractmethod
+    def write_line(self, line: str) -> None: ...
+
+    @abstractmethod
+    def read_line(self, timeout: float | None = None) -> str | None:
+        """Next stdout line without its newline; None on timeout; EOFError at end."""
+
+    @abstractmethod
+    def stderr_tail(self) -> str:
+        """The last few KiB the process wrote to stderr (for error messages)."""
+
+    @abstractmethod
+    def exit_status(self) -> int | None:
+        """The exit status once the process ended, else None."""
+
+    @abstractmethod
+    def close(self, timeout: float = 5.0) -> None: ...
+
+    def lines(self, timeout: float | None = None) -> Iterator[str]:
+        while True:
+            try:
+                line = self.read_line(timeout)
+            except EOFError:
+                return
+            if line is None:
+                return
+            yield line
+
+
+class Transport(ABC):
+    """How farm reaches one device: run, start, put, get, close."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+
+    @abstractmethod
+    def run(self, argv: Sequence[str], *, timeout: float | None = 60.0, check: bool = True,
+            env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> RunResult: ...
+
+    @abstractmethod
+    def start(self, argv: Sequence[str], *,
+              env: Mapping[str, str] | None = None) -> RemoteProcess: ...
+
+    @abstractmethod
+    def put(self, local: Path, remote: str) -> None: ...
+
+    @abstractmethod
+    def get(self, remote: str, local: Path) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """The one place an argument vector becomes a remote shell command line."""
+    prefix = []
+    if env:
+        prefix = ["env", *[f"{k}={v}" for k, v in env.items()]]
+    return shlex.join([*prefix, *argv])
