@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--inventory", metavar="FILE",
                         help="devices.yaml to use (default: $FARM_INVENTORY, then ./devices.yaml)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module_name in SUBCOMMANDS.items():
+    for _name, module_name in SUBCOMMANDS.items():
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

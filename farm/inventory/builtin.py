@@ -35,7 +35,8 @@ def local_device() -> Device:
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
         cpuinfo = ""
-    workdir = os.environ.get("FARM_LOCAL_WORKDIR") or str(Path(tempfile.gettempdir()) / "farm-local")
+    workdir = (os.environ.get("FARM_LOCAL_WORKDIR")
+               or str(Path(tempfile.gettempdir()) / "farm-local"))
     return Device(
         name="local",
         transport="local",

@@ -135,7 +135,8 @@ def _reject_unknown(mapping: dict[str, Located], allowed: set[str], file: str,
     for key, value in mapping.items():
         if key not in allowed:
             close = difflib.get_close_matches(key, sorted(allowed), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
+            hint = (f"did you mean {close[0]!r}?" if close
+                    else f"allowed keys: {', '.join(sorted(allowed))}")
             raise ConfigError("unknown key", file=file, line=value.line, device=device,
                               key=key, hint=hint)
 
@@ -197,7 +198,8 @@ class _Ctx:
     key: str | None
     base_dir: Path | None
 
-    def error(self, message: str, *, key: str | None = None, hint: str | None = None) -> ConfigError:
+    def error(self, message: str, *, key: str | None = None,
+              hint: str | None = None) -> ConfigError:
         return ConfigError(message, file=self.file, line=self.line, device=self.device,
                            key=key or self.key, hint=hint)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +83,9 @@ class Transport(ABC):
               env: Mapping[str, str] | None = None) -> RemoteProcess: ...
 
     @abstractmethod
-    def put(self, local: Path, remote: str) -> None: ...
+    def put(self, local: Path, remote: str,
+            callback: Callable[[int, int], None] | None = None) -> None:
+        """Upload; `callback(bytes_done, bytes_total)` reports progress."""
 
     @abstractmethod
     def get(self, remote: str, local: Path) -> None: ...

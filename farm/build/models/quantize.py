@@ -1,0 +1,108 @@
+"""Make the quantized variants of an fp32 model with onnxruntime's own quantizers.
+
+`quantize(fp32_path, variant, out_path, calibration)` writes `out_path`. Variants (names in
+config.VARIANTS):
+- ``int8-dynamic``: `quantize_dynamic`, weight QInt8, MatMul only (embedding Gathers stay
+  fp32; ORT's default would also quantize them, which only changes the table lookups).
+- ``int8-qdq``: `quantize_static`, QDQ format, QInt8 weights and activations, MinMax
+  calibration over a fixed list of input feeds (`calibration`, deterministic), MatMul only,
+  per-tensor. ORT turns the Q/DQ pairs around each MatMul into QLinearMatMul/MatMulInteger
+  when graph optimisation is on.
+- ``int4``: `MatMulNBitsQuantizer(bits=4, block_size=32, is_symmetric=True,
+  accuracy_level=4)`: MatMuls with constant weights become MatMulNBits; activation×activation
+  MatMuls (attention scores/context) stay fp32.
+The quantizers are deterministic for a given onnxruntime version (checked by the tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from farm.errors import BuildError
+
+
+class _FeedReader:
+    """A CalibrationDataReader over a fixed list of feeds (duck-typed: get_next/rewind)."""
+
+    def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
+        self._feeds = feeds
+        self._it: Iterator[dict[str, np.ndarray]] = iter(feeds)
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._it, None)
+
+    def rewind(self) -> None:
+        self._it = iter(self._feeds)
+
+
+def _int8_dynamic(src: Path, dst: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(src, dst, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8)
+
+
+def _int8_qdq(src: Path, dst: Path, calibration: list[dict[str, np.ndarray]]) -> None:
+    from onnxruntime.quantization import (
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    if not calibration:
+        raise BuildError(f"int8-qdq quantization of {src}: no calibration feeds were given")
+    quantize_static(
+        src, dst, _FeedReader(calibration),  # type: ignore[arg-type]
+        quant_format=QuantFormat.QDQ,
+        op_types_to_quantize=["MatMul"],
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        calibrate_method=CalibrationMethod.MinMax,
+    )
+
+
+def _int4(src: Path, dst: Path) -> None:
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    except ImportError as exc:  # onnx_ir missing, or an onnxruntime without the quantizer
+        raise BuildError(
+            f"int4 quantization needs onnxruntime's MatMulNBitsQuantizer: {exc}",
+            hint="pip install 'onnxruntime>=1.18' onnx_ir",
+        ) from exc
+    quant = MatMulNBitsQuantizer(onnx.load(str(src)), bits=4, block_size=32,
+                                 is_symmetric=True, accuracy_level=4)
+    quant.process()
+    onnx.save_model(quant.model.model, str(dst))
+
+
+def quantize(src: Path, variant: str, dst: Path,
+             calibration: list[dict[str, np.ndarray]] | None = None) -> None:
+    """Write the `variant` of fp32 model `src` to `dst` (atomically: a temp file, then rename)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    # the quantizers log every skipped node at INFO; keep the CLI output readable
+    logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
+    with tempfile.TemporaryDirectory(dir=dst.parent, prefix=".quant-") as tmp:
+        out = Path(tmp) / dst.name
+        try:
+            if variant == "int8-dynamic":
+                _int8_dynamic(src, out)
+            elif variant == "int8-qdq":
+                _int8_qdq(src, out, calibration or [])
+            elif variant == "int4":
+                _int4(src, out)
+            else:
+                raise BuildError(f"no quantizer for variant {variant!r}")
+        except BuildError:
+            raise
+        except Exception as exc:  # the quantizers raise anything from ValueError to KeyError
+            raise BuildError(
+                f"{variant} quantization of {src} failed: {type(exc).__name__}: {exc}",
+                hint="check that the model is a float32 ONNX model that onnxruntime can load",
+            ) from exc
+        out.replace(dst)

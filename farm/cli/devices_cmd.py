@@ -1,0 +1,129 @@
+"""`farm devices` — list the fleet; `devices check` probes it; `devices trust` pins host keys."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+
+from rich.console import Console
+from rich.table import Table
+
+from farm.devices.check import CheckResult, check_device
+from farm.devices.fanout import fan_out
+from farm.errors import EXIT_PARTIAL, UsageError
+from farm.inventory import load_inventory
+from farm.paths import state_dir
+from farm.transports.trust import fetch_host_key, pin_host_key
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("devices", help="list, check and trust devices")
+    parser.add_argument("--output", choices=["table", "json"], default="table")
+    parser.set_defaults(func=run_list)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    check = actions.add_parser("check", help="pre-flight probe: reachable, arch, memory, "
+                                             "disk, load, governor, thermal, Python")
+    check.add_argument("names", nargs="*", metavar="NAME")
+    check.add_argument("--all", action="store_true", help="every device of the inventory")
+    check.add_argument("--output", choices=["table", "json"], default="table")
+    check.set_defaults(func=run_check)
+    trust = actions.add_parser("trust", help="show a device's SSH host key and pin it on request")
+    trust.add_argument("name", metavar="NAME")
+    trust.add_argument("--pin", action="store_true", help="pin the presented key without asking")
+    trust.add_argument("--expect", metavar="SHA256:…",
+                       help="pin only if the presented fingerprint is this one")
+    trust.set_defaults(func=run_trust)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    inventory = load_inventory(args.inventory)
+    devices = list(inventory.devices.values())
+    if args.output == "json":
+        rows = [{k: v for k, v in vars(d).items()} for d in devices]
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = Table(title=f"devices ({inventory.source or 'built-in only'})")
+    for column in ("name", "transport", "address", "arch", "triple", "features", "cores", "tags"):
+        table.add_column(column)
+    for d in devices:
+        address = f"{d.user or 'root'}@{d.host}:{d.port}" if d.host else (d.key or "-")
+        table.add_row(d.name, d.transport, address, d.arch, d.triple, ",".join(d.features),
+                      str(d.cores), ",".join(d.tags))
+    Console().print(table)
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    inventory = load_inventory(args.inventory)
+    if not args.names and not args.all:
+        raise UsageError("name a device or pass --all", hint="e.g. `farm devices check local`")
+    devices = [d for d in inventory.select(args.names, args.all) if d.transport != "tvm-rpc"]
+    outcomes = fan_out(devices, check_device)
+    results = [o if isinstance(o, CheckResult) else CheckResult(n, False, error=str(o))
+               for n, o in outcomes.items()]
+    record = {"checked_utc": datetime.now(timezone.utc).isoformat(),
+              "inventory": inventory.source, "results": [r.to_json() for r in results]}
+    out_dir = state_dir() / "checks"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"check-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.json"
+    path.write_text(json.dumps(record, indent=2))
+    if args.output == "json":
+        print(json.dumps(record, indent=2))
+    else:
+        Console().print(render_checks(results))
+        print(f"recorded: {path}", file=sys.stderr)
+    return 0 if all(r.healthy for r in results) else EXIT_PARTIAL
+
+
+def render_checks(results: list[CheckResult]) -> Table:
+    table = Table(title="device pre-flight check")
+    for column in ("device", "health", "arch", "python", "mem avail", "disk free", "load 1m",
+                   "governor", "freq MHz", "thermal °C", "notes"):
+        table.add_column(column)
+    for r in results:
+        p = r.probe
+        mem = (p.get("mem_kb") or {}).get("MemAvailable")
+        freqs = list((p.get("freq_khz") or {}).values())
+        temps = list((p.get("thermal_c") or {}).values())
+        table.add_row(
+            r.device, "healthy" if r.healthy else "UNHEALTHY", str(p.get("arch", "-")),
+            str(p.get("python", "-")),
+            f"{mem // 1024} MiB" if mem else "-",
+            f"{p['disk_free_kb'] // 1024} MiB" if p.get("disk_free_kb") else "-",
+            f"{p['load'][0]:.2f}" if p.get("load") else "-",
+            ",".join(sorted(set((p.get("governor") or {}).values()))) or "n/a",
+            f"{min(freqs) // 1000}-{max(freqs) // 1000}" if freqs else "n/a",
+            f"{max(temps):.1f}" if temps else "n/a",
+            "; ".join(r.problems + r.warnings + ([r.error] if r.error else [])),
+        )
+    return table
+
+
+def run_trust(args: argparse.Namespace) -> int:
+    device = load_inventory(args.inventory).get(args.name)
+    presented = fetch_host_key(device)
+    print(f"{device.name} ({presented.host_name}) presents {presented.key.get_name()} "
+          f"{presented.fingerprint}")
+    if presented.pinned == "match":
+        print("already pinned: this key matches the known_hosts entry; nothing to do")
+        return 0
+    if presented.pinned == "changed":
+        print("WARNING: this key differs from the one pinned for this device.")
+    if args.expect:
+        if args.expect != presented.fingerprint:
+            raise UsageError(f"fingerprint mismatch: expected {args.expect}, device presents "
+                             f"{presented.fingerprint}; nothing pinned",
+                             hint="verify the fingerprint on the device itself")
+    elif not args.pin:
+        if not sys.stdin.isatty():
+            print("not pinned: re-run with --pin (or --expect FINGERPRINT) to pin this key")
+            return 1
+        answer = input("pin this key? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            print("not pinned")
+            return 1
+    path = pin_host_key(device, presented)
+    print(f"pinned in {path}")
+    return 0

@@ -1,0 +1,45 @@
+"""What one device receives: the agent, the route runners, and the built artifacts
+registered for its arch (see `farm.build.registry`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from farm.build.registry import Artifact, for_target, make_artifact
+from farm.inventory.device import Device
+from farm.paths import agents_dir
+
+AGENT_FILE = "farm_agent.py"
+
+
+def agent_artifact() -> Artifact:
+    """The agent, uploaded under a content-hash name (agent/farm_agent-<sha12>.py)."""
+    local = agents_dir() / AGENT_FILE
+    art = make_artifact("agent", local, "agent", content_name=False)
+    return Artifact("agent", art.local, f"agent/farm_agent-{art.sha256[:12]}.py", art.sha256,
+                    art.size, "any")
+
+
+def runner_artifacts() -> list[Artifact]:
+    """Python route runners and their helpers, under fixed names in runners/."""
+    root = agents_dir()
+    files = [root / "ftns.py", *sorted((root / "runners").glob("*.py"))]
+    return [make_artifact("runner", f, "runners", content_name=False)
+            for f in files if f.is_file()]
+
+
+def bundle_for(device: Device, extra: list[Path] | None = None) -> list[Artifact]:
+    """Everything `farm deploy` pushes to `device`, in upload order (agent first)."""
+    items: list[Artifact] = []
+    if (agents_dir() / AGENT_FILE).is_file():
+        items.append(agent_artifact())
+    items.extend(runner_artifacts())
+    items.extend(for_target(device.arch))
+    items.extend(make_artifact("file", p, "artifacts") for p in (extra or []))
+    seen: set[str] = set()
+    unique = []
+    for item in items:
+        if item.remote not in seen:
+            seen.add(item.remote)
+            unique.append(item)
+    return unique

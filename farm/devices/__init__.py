@@ -1,0 +1,1 @@
+"""Device-level operations above transports: pre-flight checks and fan-out helpers."""

@@ -1,0 +1,85 @@
+"""`farm devices check`: a pre-flight probe of each device, recorded as JSON.
+
+The probe (`agents/probe.py`) is piped to the device's own Python, so a device can be
+checked before anything is deployed. Health rules are explicit thresholds below.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from farm.errors import AgentError, FarmError
+from farm.inventory.device import Device
+from farm.paths import agents_dir
+from farm.transports import open_transport
+
+MIN_MEM_AVAILABLE_KB = 256 * 1024
+MIN_DISK_FREE_KB = 200 * 1024
+MIN_PYTHON = (3, 8)
+
+
+@dataclass
+class CheckResult:
+    device: str
+    healthy: bool
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    probe: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"device": self.device, "healthy": self.healthy, "problems": self.problems,
+                "warnings": self.warnings, "error": self.error, "probe": self.probe}
+
+
+def run_probe(device: Device) -> dict[str, Any]:
+    """Pipe the probe to the device's Python and decode its one JSON line."""
+    script = (agents_dir() / "probe.py").read_bytes()
+    with open_transport(device) as transport:
+        result = transport.run([device.python, "-", device.workdir], stdin=script, timeout=60,
+                               check=False)
+    if not result.ok:
+        raise AgentError(
+            f"device {device.name!r}: the probe failed under {device.python!r} "
+            f"(exit {result.exited}): {result.stderr.strip()[-300:]}",
+            hint="check `python` in the inventory points at a Python 3.8+ on the device")
+    try:
+        return json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise AgentError(f"device {device.name!r}: the probe printed no JSON: "
+                         f"{result.stdout[-200:]!r}") from None
+
+
+def evaluate(device: Device, probe: dict[str, Any]) -> CheckResult:
+    """Apply the health rules to a probe result."""
+    result = CheckResult(device.name, True, probe=probe)
+    arch = probe.get("arch")
+    if arch != device.arch:
+        result.problems.append(f"arch is {arch}, the inventory says {device.arch}")
+    version = tuple(int(p) for p in str(probe.get("python", "0.0")).split(".")[:2])
+    if version < MIN_PYTHON:
+        result.problems.append(f"Python {probe.get('python')} is older than 3.8")
+    mem = (probe.get("mem_kb") or {}).get("MemAvailable")
+    if mem is not None and mem < MIN_MEM_AVAILABLE_KB:
+        result.problems.append(f"only {mem // 1024} MiB memory available")
+    disk = probe.get("disk_free_kb")
+    if disk is not None and disk < MIN_DISK_FREE_KB:
+        result.problems.append(f"only {disk // 1024} MiB free in {probe.get('disk_dir')}")
+    load = probe.get("load") or []
+    cores = probe.get("cores") or device.cores
+    if load and load[0] > cores:
+        result.warnings.append(f"load {load[0]:.2f} exceeds {cores} cores: timings will be noisy")
+    governors = set((probe.get("governor") or {}).values())
+    if governors - {"performance"}:
+        result.warnings.append(f"CPU governor {', '.join(sorted(governors))} (not performance)")
+    result.healthy = not result.problems
+    return result
+
+
+def check_device(device: Device) -> CheckResult:
+    try:
+        return evaluate(device, run_probe(device))
+    except FarmError as exc:
+        return CheckResult(device.name, False, error=str(exc))

@@ -1,0 +1,130 @@
+"""The `local` transport: this machine, argument vectors run through subprocess (no shell)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from farm.errors import TransportError
+from farm.transports.base import RemoteProcess, RunResult, Transport
+
+
+class LocalProcess(RemoteProcess):
+    """A child process in its own process group, so close() ends its children too."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None) -> None:
+        full_env = {**os.environ, **(env or {})}
+        try:
+            self._proc = subprocess.Popen(
+                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=full_env, start_new_session=True,
+                text=True, bufsize=1,
+            )
+        except OSError as exc:
+            raise TransportError(f"cannot start {argv[0]!r}: {exc}", device="local") from exc
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr: deque[str] = deque(maxlen=200)
+        threading.Thread(target=self._pump_stdout, daemon=True).start()
+        threading.Thread(target=self._pump_stderr, daemon=True).start()
+
+    def _pump_stdout(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def _pump_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        for line in self._proc.stderr:
+            self._stderr.append(line)
+
+    def write_line(self, line: str) -> None:
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, ValueError) as exc:
+            raise TransportError("process stdin closed", device="local") from exc
+
+    def read_line(self, timeout: float | None = None) -> str | None:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if line is None:
+            self._lines.put(None)  # keep signalling EOF to later readers
+            raise EOFError
+        return line
+
+    def stderr_tail(self) -> str:
+        return "".join(self._stderr)[-4096:]
+
+    def exit_status(self) -> int | None:
+        return self._proc.poll()
+
+    def close(self, timeout: float = 5.0) -> None:
+        if self._proc.stdin and not self._proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=timeout)
+        # the group may hold grandchildren even after the leader exited
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+
+class LocalTransport(Transport):
+    """Runs commands on this machine."""
+
+    def run(self, argv: Sequence[str], *, timeout: float | None = 60.0, check: bool = True,
+            env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> RunResult:
+        try:
+            proc = subprocess.run(list(argv), input=stdin, capture_output=True, timeout=timeout,
+                                  env={**os.environ, **(env or {})}, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise TransportError(f"{argv[0]!r} timed out after {timeout} s",
+                                 device=self.device.name) from exc
+        except OSError as exc:
+            raise TransportError(f"cannot run {argv[0]!r}: {exc}", device=self.device.name) from exc
+        result = RunResult(tuple(argv), proc.returncode, proc.stdout.decode(errors="replace"),
+                           proc.stderr.decode(errors="replace"))
+        if check and not result.ok:
+            raise TransportError(
+                f"command {argv[0]!r} exited {result.exited}: {result.stderr.strip()[-500:]}",
+                device=self.device.name)
+        return result
+
+    def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> LocalProcess:
+        return LocalProcess(argv, env)
+
+    def put(self, local: Path, remote: str,
+            callback: Callable[[int, int], None] | None = None) -> None:
+        try:
+            shutil.copyfile(local, remote)
+        except OSError as exc:
+            raise TransportError(f"cannot write {remote}: {exc}", device=self.device.name) from exc
+        if callback:
+            size = Path(local).stat().st_size
+            callback(size, size)
+
+    def get(self, remote: str, local: Path) -> None:
+        try:
+            shutil.copyfile(remote, local)
+        except OSError as exc:
+            raise TransportError(f"cannot read {remote}: {exc}", device=self.device.name) from exc
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,263 @@
+"""The `ssh` transport: paramiko with a strict host-key policy.
+
+Host keys are checked against the device's `known_hosts` file (default
+~/.ssh/known_hosts) with `RejectPolicy`: an unknown or changed key is a
+`HostKeyError` pointing at `farm devices trust NAME`, never a silent accept.
+Connection setup retries with backoff for a bounded total time; commands are never
+retried (a measurement must not be silently repeated into the same result).
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import paramiko
+
+from farm.errors import HostKeyError, TransportError
+from farm.inventory.device import Device
+from farm.transports.base import RemoteProcess, RunResult, Transport, command_line
+
+CONNECT_TIMEOUT_S = 10.0
+CONNECT_BUDGET_S = 20.0  # total time spent retrying connection setup
+_RETRYABLE = (paramiko.ssh_exception.NoValidConnectionsError, TimeoutError, socket.timeout,
+              ConnectionError, EOFError)
+
+
+def known_hosts_path(device: Device) -> Path:
+    return Path(device.known_hosts or Path.home() / ".ssh" / "known_hosts").expanduser()
+
+
+def host_key_name(device: Device) -> str:
+    """The name a known_hosts line uses for this device ([host]:port unless port 22)."""
+    assert device.host
+    return device.host if device.port == 22 else f"[{device.host}]:{device.port}"
+
+
+class SSHProcess(RemoteProcess):
+    """A remote command on its own channel; lines are pumped by a reader thread."""
+
+    def __init__(self, channel: paramiko.Channel, device: str) -> None:
+        self._channel = channel
+        self._device = device
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr: deque[bytes] = deque(maxlen=64)
+        self._status: int | None = None
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        buffer = b""
+        channel = self._channel
+        try:
+            while True:
+                if channel.recv_stderr_ready():
+                    self._stderr.append(channel.recv_stderr(65536))
+                if channel.recv_ready():
+                    chunk = channel.recv(65536)
+                    if not chunk:
+                        break
+                    buffer += chunk
+                    *complete, buffer = buffer.split(b"\n")
+                    for raw in complete:
+                        self._lines.put(raw.decode(errors="replace"))
+                    continue
+                if channel.exit_status_ready() and not channel.recv_ready():
+                    while channel.recv_stderr_ready():
+                        self._stderr.append(channel.recv_stderr(65536))
+                    break
+                if channel.closed or not channel.get_transport() \
+                        or not channel.get_transport().is_active():
+                    break
+                time.sleep(0.005)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        if buffer:
+            self._lines.put(buffer.decode(errors="replace"))
+        self._lines.put(None)
+
+    def write_line(self, line: str) -> None:
+        try:
+            self._channel.sendall((line + "\n").encode())
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise TransportError(f"channel closed: {exc}", device=self._device) from exc
+
+    def read_line(self, timeout: float | None = None) -> str | None:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if line is None:
+            self._lines.put(None)
+            raise EOFError
+        return line
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr).decode(errors="replace")[-4096:]
+
+    def exit_status(self) -> int | None:
+        if self._channel.exit_status_ready():
+            return self._channel.recv_exit_status()
+        if self._channel.closed:
+            return -1
+        return None
+
+    def close(self, timeout: float = 5.0) -> None:
+        try:
+            self._channel.shutdown_write()  # EOF on the agent's stdin: it exits by itself
+            deadline = time.monotonic() + timeout
+            while not self._channel.exit_status_ready() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        self._channel.close()
+
+
+class SSHTransport(Transport):
+    """Opens lazily on first use; one paramiko client per device."""
+
+    def __init__(self, device: Device, *, connect_budget_s: float = CONNECT_BUDGET_S) -> None:
+        super().__init__(device)
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._budget = connect_budget_s
+        self._lock = threading.Lock()
+
+    # -- connection ---------------------------------------------------------------
+    def client(self) -> paramiko.SSHClient:
+        with self._lock:
+            if self._client is None or not self._is_active():
+                self._client = self._connect()
+            return self._client
+
+    def _is_active(self) -> bool:
+        transport = self._client.get_transport() if self._client else None
+        return bool(transport and transport.is_active())
+
+    def _connect(self) -> paramiko.SSHClient:
+        device = self.device
+        deadline = time.monotonic() + self._budget
+        delay = 0.25
+        while True:
+            client = paramiko.SSHClient()
+            hosts = known_hosts_path(device)
+            if hosts.is_file():
+                client.load_host_keys(str(hosts))
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            try:
+                client.connect(
+                    device.host, port=device.port, username=device.user or "root",
+                    key_filename=device.identity_file, timeout=CONNECT_TIMEOUT_S,
+                    banner_timeout=CONNECT_TIMEOUT_S, auth_timeout=CONNECT_TIMEOUT_S,
+                    allow_agent=False, look_for_keys=device.identity_file is None,
+                )
+                return client
+            except paramiko.BadHostKeyException as exc:
+                client.close()
+                raise HostKeyError(
+                    f"host key CHANGED for {host_key_name(device)} (pinned in {hosts}); "
+                    f"presented {exc.key.get_name()} {fingerprint(exc.key)}",
+                    device=device.name,
+                    hint="if the device was re-imaged on purpose, run "
+                         f"`farm devices trust {device.name}` to re-pin; otherwise stop: "
+                         "someone may be intercepting the connection") from None
+            except paramiko.SSHException as exc:
+                client.close()
+                if "not found in known_hosts" in str(exc):
+                    raise HostKeyError(
+                        f"host key of {host_key_name(device)} is not in {hosts}",
+                        device=device.name,
+                        hint=f"run `farm devices trust {device.name}` to see its fingerprint "
+                             "and pin it") from None
+                if isinstance(exc, paramiko.AuthenticationException):
+                    raise TransportError(
+                        f"authentication failed as {device.user or 'root'}",
+                        device=device.name,
+                        hint="check `user` and `identity_file` in the inventory") from None
+                error: Exception = exc
+            except _RETRYABLE as exc:
+                client.close()
+                error = exc
+            except OSError as exc:
+                client.close()
+                error = exc
+            if time.monotonic() + delay > deadline:
+                raise TransportError(
+                    f"cannot connect to {device.host}:{device.port}: "
+                    f"{type(error).__name__}: {error}", device=device.name,
+                    hint="check the device is on and sshd runs (`farm devices check "
+                         f"{device.name}`)") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    # -- interface ------------------------------------------------------------------
+    def run(self, argv: Sequence[str], *, timeout: float | None = 60.0, check: bool = True,
+            env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> RunResult:
+        line = command_line(argv, env)
+        try:
+            chan_in, chan_out, chan_err = self.client().exec_command(line, timeout=timeout)
+            if stdin is not None:
+                chan_in.write(stdin)
+            chan_in.channel.shutdown_write()
+            out = chan_out.read().decode(errors="replace")
+            err = chan_err.read().decode(errors="replace")
+            status = chan_out.channel.recv_exit_status()
+        except (OSError, EOFError, paramiko.SSHException, TimeoutError) as exc:
+            raise TransportError(f"running {argv[0]!r} failed: {type(exc).__name__}: {exc}",
+                                 device=self.device.name) from None
+        result = RunResult(tuple(argv), status, out, err)
+        if check and not result.ok:
+            raise TransportError(f"command {argv[0]!r} exited {status}: {err.strip()[-500:]}",
+                                 device=self.device.name)
+        return result
+
+    def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> SSHProcess:
+        try:
+            transport = self.client().get_transport()
+            assert transport is not None
+            channel = transport.open_session()
+            channel.exec_command(command_line(argv, env))
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise TransportError(f"cannot start {argv[0]!r}: {exc}",
+                                 device=self.device.name) from None
+        return SSHProcess(channel, self.device.name)
+
+    def sftp(self) -> paramiko.SFTPClient:
+        if self._sftp is None or self._sftp.sock.closed:
+            self._sftp = self.client().open_sftp()
+        return self._sftp
+
+    def put(self, local: Path, remote: str,
+            callback: Callable[[int, int], None] | None = None) -> None:
+        try:
+            self.sftp().put(str(local), remote, callback=callback)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise TransportError(f"upload to {remote} failed: {exc}",
+                                 device=self.device.name) from None
+
+    def get(self, remote: str, local: Path) -> None:
+        try:
+            self.sftp().get(remote, str(local))
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise TransportError(f"download of {remote} failed: {exc}",
+                                 device=self.device.name) from None
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            self._sftp.close()
+            self._sftp = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH-style SHA256 fingerprint."""
+    import base64
+    import hashlib
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")

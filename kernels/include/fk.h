@@ -1,0 +1,158 @@
+/* fk: the farm kernels. Public types and the per-ISA kernel table.
+ *
+ * Every kernel has a plain-C reference `fk_<name>_generic` (generic/) and, per ISA variant,
+ * a SIMD version compiled from arch/x86/fk_x86.c (variants avx2, avx512) or arch/arm/fk_arm.c
+ * (variants neon, dotprod). A variant that has no native version of a kernel gets the
+ * reference through include/fk_fallback.h. The runtime picks one `fk_kernels` table at start
+ * (fk_select, common/fk_cpu.c) from the CPU features it detects, so a binary never executes
+ * an instruction the CPU lacks.
+ *
+ * Threading is not done here: GEMM and attention kernels compute a caller-given sub-range
+ * (rows/columns or heads) and the runtime splits the work across its threads.
+ */
+#ifndef FK_H
+#define FK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Q4_0-style block: 32 weights share one scale; w = d * (q - 8), q in 0..15.
+ * qs[j] holds weight j in the low nibble and weight j+16 in the high nibble (ggml layout). */
+#define FK_QK 32
+typedef struct {
+    float d;
+    uint8_t qs[FK_QK / 2];
+} fk_block_q4_0;
+
+/* Activations quantised for the Q4_0 GEMM: 32 int8 values with one scale. */
+typedef struct {
+    float d;
+    int8_t qs[FK_QK];
+} fk_block_q8_0;
+
+/* fp32 GEMM weights are packed in panels of FK_NR columns, K-major inside a panel:
+ * panel p holds W[k][p*FK_NR + j] at (p*K + k)*FK_NR + j, zero-padded past N. */
+#define FK_NR 16
+
+enum fk_epilogue {
+    FK_EPI_NONE = 0,          /* C = A.W                            */
+    FK_EPI_BIAS = 1,          /* C = A.W + bias                     */
+    FK_EPI_BIAS_GELU = 2,     /* C = gelu_erf(A.W + bias)           */
+    FK_EPI_BIAS_GELU_TAB = 3, /* C = gelu_table(A.W + bias)         */
+};
+
+/* One GEMM: C[M][N] (row stride ldc) = epilogue(A[M][K] . W[K][N] + bias).
+ * gemm_f32:  A = a (row stride lda), W = w packed in FK_NR panels.
+ * gemm_i8:   A = aq int8 [M][K] (row stride lda) with per-row scales a_scale,
+ *            W = w int8 stored transposed [N][K] with per-column scales w_scale.
+ * gemm_q4_0: A = aq fk_block_q8_0 [M][K/32], W = w fk_block_q4_0 [N][K/32] (K % 32 == 0). */
+typedef struct {
+    int M, N, K;
+    const float *a;
+    int lda;
+    const void *aq;
+    const float *a_scale;
+    const void *w;
+    const float *w_scale;
+    const float *bias;
+    float *c;
+    int ldc;
+    int epi;
+} fk_gemm_args;
+
+/* One attention head over Sq query rows and Sk keys:
+ * o[i] = sum_j softmax_j(scale * q[i].k[j] + mask[j]) v[j]; mask may be NULL.
+ * scratch: at least Sk floats owned by the calling thread. */
+typedef struct {
+    int Sq, Sk, D;
+    const float *q;
+    int ldq;
+    const float *k;
+    int ldk;
+    const float *v;
+    int ldv;
+    const float *mask;
+    float scale;
+    float *o;
+    int ldo;
+} fk_attn_args;
+
+typedef struct fk_kernels {
+    const char *name;  /* "generic", "avx2", "avx512", "neon", "dotprod" */
+    uint64_t needs;    /* FK_FEAT_* bits the variant executes */
+    float (*dot_f32)(int n, const float *a, const float *b);
+    void (*axpy_f32)(int n, float alpha, const float *x, float *y);
+    void (*add_f32)(int n, const float *a, const float *b, float *y);
+    void (*scale_f32)(int n, float s, float *x);
+    void (*gelu_f32)(int n, const float *x, float *y);
+    void (*gelu_tab_f32)(int n, const float *x, float *y);
+    void (*layernorm_f32)(int n, const float *x, const float *r, const float *g, const float *b,
+                          float eps, float *y);
+    void (*softmax_f32)(int n, float *x, float scale, const float *mask);
+    void (*quantize_row_i8)(int n, const float *x, int8_t *q, float *scale);
+    void (*quantize_row_q8_0)(int n, const float *x, fk_block_q8_0 *y);
+    void (*gemm_f32)(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
+    void (*gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
+    void (*gemm_q4_0)(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
+    void (*attention_f32)(const fk_attn_args *a, int i0, int i1, float *scratch);
+} fk_kernels;
+
+/* CPU features, arch-neutral bit numbers (the plan file stores the same bits). */
+#define FK_FEAT_AVX2      (1ull << 0)
+#define FK_FEAT_FMA       (1ull << 1)
+#define FK_FEAT_AVX512F   (1ull << 2)
+#define FK_FEAT_AVX512BW  (1ull << 3)
+#define FK_FEAT_AVX512VL  (1ull << 4)
+#define FK_FEAT_AVX512DQ  (1ull << 5)
+#define FK_FEAT_F16C      (1ull << 6)
+#define FK_FEAT_NEON      (1ull << 16)
+#define FK_FEAT_DOTPROD   (1ull << 17)
+#define FK_FEAT_I8MM      (1ull << 18)
+#define FK_FEAT_SVE       (1ull << 19)
+#define FK_FEAT_KNOWN_MASK 0x00000000000F007Full
+
+uint64_t fk_cpu_features(void);
+const char *fk_feature_name(int bit);
+/* Tables compiled into this binary, best first, NULL-terminated. */
+const fk_kernels *const *fk_all_kernels(void);
+/* Best table the CPU can run, or by name ("generic", "avx2", ...); NULL if unknown or
+ * the CPU lacks a feature the named variant needs. */
+const fk_kernels *fk_select(const char *name);
+
+/* Shared GELU lookup table (built once by fk_init from erf, linear interpolation). */
+#define FK_GELU_TAB_N 8192
+#define FK_GELU_TAB_LO (-8.0f)
+#define FK_GELU_TAB_HI (8.0f)
+extern float fk_gelu_tab[FK_GELU_TAB_N + 1];
+void fk_init(void);
+
+/* Plain-C references. */
+extern const fk_kernels fk_kernels_generic;
+float fk_dot_f32_generic(int n, const float *a, const float *b);
+void fk_axpy_f32_generic(int n, float alpha, const float *x, float *y);
+void fk_add_f32_generic(int n, const float *a, const float *b, float *y);
+void fk_scale_f32_generic(int n, float s, float *x);
+void fk_gelu_f32_generic(int n, const float *x, float *y);
+void fk_gelu_tab_f32_generic(int n, const float *x, float *y);
+void fk_layernorm_f32_generic(int n, const float *x, const float *r, const float *g,
+                              const float *b, float eps, float *y);
+void fk_softmax_f32_generic(int n, float *x, float scale, const float *mask);
+void fk_quantize_row_i8_generic(int n, const float *x, int8_t *q, float *scale);
+void fk_quantize_row_q8_0_generic(int n, const float *x, fk_block_q8_0 *y);
+void fk_gemm_f32_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
+void fk_gemm_i8_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
+void fk_gemm_q4_0_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
+void fk_attention_f32_generic(const fk_attn_args *a, int i0, int i1, float *scratch);
+
+/* Helpers used by tests and the runtime (generic only). */
+void fk_pack_b_f32(int K, int N, const float *w, int ldw, float *packed);
+size_t fk_packed_b_f32_size(int K, int N); /* floats */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
