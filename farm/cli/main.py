@@ -59,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # e.g. `farm devices --output json | head`
+        return 0
     except KeyboardInterrupt:
         print("farm: interrupted; measured results were kept", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -28,6 +28,7 @@ from farm.results import provenance
 from farm.results.schema import FAILED, FIELD_NAMES, FIELDS, INVALID, OK, PARTIAL, UNAVAILABLE
 
 RECORD_STATUSES = (OK, INVALID, PARTIAL, FAILED, UNAVAILABLE)
+RUN_STATUSES = ("running", "ok", "partial", "failed", "interrupted")
 REQUIRED = ("record_id", "run_id", "created_utc", "device", "route", "status")
 FIELD_TYPES = {f.name: f.type for f in FIELDS}
 _REL_TOL = 1e-9
@@ -39,7 +40,7 @@ def _where(record: Mapping[str, Any]) -> str:
     return "record (" + ", ".join(parts) + ")" if parts else "record"
 
 
-def _check_type(name: str, value: Any) -> str | None:
+def check_type(name: str, value: Any) -> str | None:
     """None when `value` fits field `name`, else what is wrong."""
     kind = FIELD_TYPES[name]
     if value is None:
@@ -121,7 +122,7 @@ def normalize_record(record: Mapping[str, Any]) -> dict[str, Any]:
     out["farm_version"] = out["farm_version"] or provenance.farm_version()
     out["farm_commit"] = out["farm_commit"] or provenance.farm_commit()
     for name in FIELD_NAMES:
-        problem = _check_type(name, out[name])
+        problem = check_type(name, out[name])
         if problem:
             raise StoreError(f"{_where(out)}: field {name!r}: {problem}")
     missing = [name for name in REQUIRED if out[name] in (None, "")]

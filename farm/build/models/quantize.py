@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from contextlib import contextmanager
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,13 +82,26 @@ def _int4(src: Path, dst: Path) -> None:
     onnx.save_model(quant.model.model, str(dst))
 
 
+@contextmanager
+def _quiet_quantizers() -> Iterator[None]:
+    """The quantizers log every skipped node (INFO) and a pre-processing advice (root WARNING)."""
+    root = logging.getLogger()
+    nbits = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
+    saved = root.level, nbits.level
+    root.setLevel(logging.ERROR)
+    nbits.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(saved[0])
+        nbits.setLevel(saved[1])
+
+
 def quantize(src: Path, variant: str, dst: Path,
              calibration: list[dict[str, np.ndarray]] | None = None) -> None:
     """Write the `variant` of fp32 model `src` to `dst` (atomically: a temp file, then rename)."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    # the quantizers log every skipped node at INFO; keep the CLI output readable
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.WARNING))
-    with tempfile.TemporaryDirectory(dir=dst.parent, prefix=".quant-") as tmp:
+    with _quiet_quantizers(), tempfile.TemporaryDirectory(dir=dst.parent, prefix=".quant-") as tmp:
         out = Path(tmp) / dst.name
         try:
             if variant == "int8-dynamic":

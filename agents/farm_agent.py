@@ -1,0 +1,650 @@
+"""farm on-device agent: one stdlib-only file, Python 3.8+, speaks farm protocol 1.
+
+Started by the host as `python -u farm_agent-<sha12>.py --workdir W [--holder H]
+[--reap-stale] [--idle-timeout S]`. stdout carries only protocol lines (JSON objects, one per
+line, flushed, at most MAX_LINE_BYTES); logs go to stderr. The protocol is documented in
+farm/protocol/wire.py on the host; the constants below must agree with it.
+
+What it does:
+- takes the device lock `<workdir>/agent.lock` (flock: the kernel releases it when this
+  process dies, so a crashed agent never blocks the device); `--reap-stale` first kills a
+  leftover agent of an earlier, dead host session (a cut link leaves one running);
+- sends `hello` (protocol version, own sha256, python, platform, CPU, which routes can run
+  here and why not);
+- answers `ping`, `state`, `run_route`, `cancel`, `bye`. Each route runs in a FRESH child
+  process in its own process group (so its peak memory is its own and it can be killed as a
+  whole), its JSON lines relayed as `event`s, then an `end`;
+- exits, killing its children, on stdin EOF, `bye`, SIGTERM/SIGHUP, a broken stdout, or when
+  the host has been silent for `--idle-timeout` seconds.
+"""
+
+import argparse
+import errno
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import platform
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+PROTO = 1
+MAX_LINE_BYTES = 1 << 20
+ROUTES = ("ort", "tvm", "custom")
+# farm feature name -> /proc/cpuinfo flag (same names as the inventory)
+X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "avx512bw",
+             "avx512vnni": "avx512vnni", "avxvnni": "avx_vnni", "f16c": "f16c",
+             "sse4.2": "sse4_2"}
+ARM_FLAGS = {"neon": "asimd", "dotprod": "asimddp", "i8mm": "i8mm", "sve": "sve",
+             "fp16": "fphp"}
+# custom executor file name prefix and the CPU features each arch build needs
+CUSTOM_EXECUTOR = "farm_exec"
+CUSTOM_REQUIRES = {"aarch64": ("neon",), "x86_64": ("avx2", "fma")}
+
+
+def log(message):
+    sys.stderr.write("farm_agent[%d]: %s\n" % (os.getpid(), message))
+    sys.stderr.flush()
+
+
+# ----------------------------------------------------------------------------- output
+class Output(object):
+    """Writes protocol lines to fd 1 under a lock; a broken pipe means the host is gone."""
+
+    def __init__(self, on_broken):
+        self._lock = threading.Lock()
+        self._on_broken = on_broken
+
+    def send(self, message):
+        message = dict(message)
+        message["proto"] = PROTO
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+        if len(data) > MAX_LINE_BYTES:
+            data = (json.dumps({"proto": PROTO, "kind": "error", "id": message.get("id"),
+                                "message": "agent: a %s line of %d bytes exceeds the cap of %d"
+                                % (message.get("kind"), len(data), MAX_LINE_BYTES)}) +
+                    "\n").encode("utf-8")
+        with self._lock:
+            try:
+                view = memoryview(data)
+                while view:
+                    written = os.write(1, view)
+                    view = view[written:]
+            except OSError as exc:
+                if exc.errno in (errno.EPIPE, errno.EBADF, errno.EIO):
+                    self._on_broken()
+                raise
+
+
+class LineReader(object):
+    """Lines from a file descriptor with a size cap and a select() timeout."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buffer = b""
+        self.eof = False
+        self.dropping = False  # inside an oversize line: discard up to its newline
+
+    def read_line(self, timeout):
+        """(line bytes | None, status) with status "line", "timeout", "eof" or "oversize"."""
+        deadline = time.monotonic() + timeout
+        while True:
+            newline = self.buffer.find(b"\n")
+            if newline >= 0:
+                line, self.buffer = self.buffer[:newline], self.buffer[newline + 1:]
+                if self.dropping or len(line) > MAX_LINE_BYTES:
+                    self.dropping = False
+                    return line[:80], "oversize"
+                return line, "line"
+            if len(self.buffer) > MAX_LINE_BYTES:
+                # keep an excerpt for the error message, drop the rest up to the newline
+                self.dropping = True
+                self.buffer = self.buffer[:80]
+            if self.eof:
+                return None, "eof"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, "timeout"
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                self.eof = True
+                if self.buffer and not self.dropping:
+                    line, self.buffer = self.buffer, b""
+                    return line, "line"
+                continue
+            self.buffer += chunk
+
+
+# ----------------------------------------------------------------------------- facts
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_text(path, default=None):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except (OSError, ValueError):
+        return default
+
+
+def normalized_arch():
+    machine = platform.machine().lower()
+    return "aarch64" if machine in ("arm64", "aarch64", "armv8l") else machine
+
+
+def cpu_info():
+    arch = normalized_arch()
+    text = read_text("/proc/cpuinfo", "") or ""
+    model, flags, parts = None, set(), set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key in ("model name", "Hardware", "Processor") and not model:
+            model = value
+        elif key in ("flags", "Features"):
+            flags.update(value.split())
+        elif key == "CPU part":
+            parts.add(value)
+    table = X86_FLAGS if arch == "x86_64" else ARM_FLAGS
+    features = sorted(name for name, flag in table.items() if flag in flags)
+    if not model and parts:
+        model = "ARM CPU part " + ",".join(sorted(parts))
+    return {"arch": arch, "model": model or platform.processor() or "unknown",
+            "features": features, "cores": os.cpu_count() or 1,
+            "online": read_text("/sys/devices/system/cpu/online"),
+            "cpu_parts": sorted(parts)}
+
+
+def probe_module(module, timeout):
+    """(ok, detail): can a fresh child `import module`? (a bad wheel may segfault)."""
+    code = "import %s as m; print(getattr(m, '__version__', '?'))" % module
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, "import %s took over %d s" % (module, timeout)
+    except OSError as exc:
+        return False, "cannot start %s: %s" % (sys.executable, exc)
+    if proc.returncode != 0:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = tail[-1] if tail else "exit status %d" % proc.returncode
+        if proc.returncode < 0:
+            why = "killed by signal %d" % -proc.returncode
+        return False, "import %s failed: %s" % (module, why)
+    return True, proc.stdout.decode("utf-8", "replace").strip()
+
+
+def route_capabilities(workdir, cpu, probe_timeout):
+    """Which routes can run here, with the runner path and the reason when not."""
+    runners = os.path.join(workdir, "runners")
+    routes = {}
+    results = {}
+
+    def probe(module):
+        results[module] = probe_module(module, probe_timeout)
+
+    threads = [threading.Thread(target=probe, args=(m,)) for m in ("onnxruntime",)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    ort_runner = os.path.join(runners, "ort_runner.py")
+    ok, detail = results["onnxruntime"]
+    if not os.path.isfile(ort_runner):
+        routes["ort"] = {"ok": False, "reason": "runner %s not deployed" % ort_runner}
+    elif not ok:
+        routes["ort"] = {"ok": False, "reason": detail}
+    else:
+        routes["ort"] = {"ok": True, "reason": "", "runner": "runners/ort_runner.py",
+                         "version": detail}
+
+    tvm_runner = os.path.join(runners, "tvm_runner.py")
+    if not os.path.isfile(tvm_runner):
+        routes["tvm"] = {"ok": False, "reason": "runner %s not deployed" % tvm_runner}
+    elif not _has_module("tvm"):
+        routes["tvm"] = {"ok": False, "reason": "no TVM runtime (python module tvm) for %s"
+                         % sys.executable}
+    else:
+        routes["tvm"] = {"ok": True, "reason": "", "runner": "runners/tvm_runner.py"}
+
+    arch = cpu["arch"]
+    candidates = sorted(glob.glob(os.path.join(runners, "%s-%s*" % (CUSTOM_EXECUTOR, arch))))
+    candidates = [c for c in candidates if os.access(c, os.X_OK) and os.path.isfile(c)]
+    missing = [f for f in CUSTOM_REQUIRES.get(arch, ()) if f not in cpu["features"]]
+    if not candidates:
+        routes["custom"] = {"ok": False, "reason": "no %s-%s executor in %s"
+                            % (CUSTOM_EXECUTOR, arch, runners)}
+    elif missing:
+        routes["custom"] = {"ok": False, "reason": "CPU lacks %s needed by the %s executor"
+                            % (", ".join(missing), arch)}
+    else:
+        routes["custom"] = {"ok": True, "reason": "",
+                            "runner": os.path.relpath(candidates[0], workdir)}
+    return routes
+
+
+def _has_module(name):
+    try:
+        import importlib.util
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def read_state(workdir):
+    """Device state: the shape `farm.bench.stats.drift_flags` compares before/after."""
+    governors, freqs = {}, {}
+    for path in sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq")):
+        cpu = os.path.basename(os.path.dirname(path))
+        gov = read_text(os.path.join(path, "scaling_governor"))
+        if gov:
+            governors[cpu] = gov
+        cur = read_text(os.path.join(path, "scaling_cur_freq"))
+        if cur and cur.isdigit():
+            freqs[cpu] = int(cur)
+    thermal = {}
+    for zone in sorted(glob.glob("/sys/class/thermal/thermal_zone*")):
+        temp = read_text(os.path.join(zone, "temp"))
+        kind = read_text(os.path.join(zone, "type")) or os.path.basename(zone)
+        try:
+            thermal["%s:%s" % (os.path.basename(zone), kind)] = int(temp) / 1000.0
+        except (TypeError, ValueError):
+            pass
+    mem = {}
+    for line in (read_text("/proc/meminfo", "") or "").splitlines():
+        key, _, value = line.partition(":")
+        if key in ("MemTotal", "MemAvailable"):
+            mem[key] = int(value.split()[0])
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    try:
+        stat = os.statvfs(workdir)
+        disk_free_kb = stat.f_bavail * stat.f_frsize // 1024
+    except OSError:
+        disk_free_kb = None
+    uptime = read_text("/proc/uptime")
+    return {"t_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "governor": governors, "freq_khz": freqs, "thermal_c": thermal, "load": load,
+            "mem_total_kb": mem.get("MemTotal"), "mem_available_kb": mem.get("MemAvailable"),
+            "disk_free_kb": disk_free_kb,
+            "uptime_s": float(uptime.split()[0]) if uptime else None}
+
+
+# ----------------------------------------------------------------------------- children
+def _child_setup():
+    """In the runner child: own process group, and die with the agent (PR_SET_PDEATHSIG)."""
+    os.setsid()
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - best effort; the lock file lists children for reaping
+        pass
+
+
+class RouteRun(object):
+    """One runner child: spawned, relayed, timed out or cancelled, then one `end` line.
+
+    The thread that spawns the child also waits for it: PR_SET_PDEATHSIG fires when the
+    forking *thread* exits, so it must outlive the child.
+    """
+
+    def __init__(self, agent, rid, argv, timeout_s):
+        self.agent, self.rid, self.argv, self.timeout_s = agent, rid, argv, timeout_s
+        self.proc = None
+        self.reason = None  # "cancelled" | "timeout" | "protocol" once we killed it
+        self.error_message = None
+        self.saw_done = False
+        self.stderr_tail = []
+        self.thread = threading.Thread(target=self._main, name="run-" + rid)
+        self.thread.daemon = True
+
+    def start(self):
+        self.thread.start()
+
+    def kill(self, reason):
+        if self.reason is None:
+            self.reason = reason
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def _main(self):
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         cwd=self.agent.workdir, preexec_fn=_child_setup)
+        except OSError as exc:
+            self._end("error", "cannot start runner %s: %s" % (self.argv[0], exc), None)
+            return
+        self.agent.note_child(self.proc.pid)
+        timer = threading.Timer(self.timeout_s, self.kill, args=("timeout",))
+        timer.daemon = True
+        timer.start()
+        errs = threading.Thread(target=self._pump_stderr)
+        errs.daemon = True
+        errs.start()
+        try:
+            self._pump_stdout()
+            code = self.proc.wait()
+            errs.join(2.0)
+        finally:
+            timer.cancel()
+            self.agent.note_child(None)
+        if self.reason == "timeout":
+            self._end("timeout", "runner killed after %s s (timeout)" % self.timeout_s, code)
+        elif self.reason == "cancelled":
+            self._end("cancelled", "runner cancelled by the host", code)
+        elif self.reason == "protocol":
+            self._end("error", self.error_message, code)
+        elif self.error_message is not None:
+            self._end("error", self.error_message, code)
+        elif code != 0:
+            why = ("killed by signal %d" % -code) if code < 0 else ("exited %d" % code)
+            self._end("error", "runner %s without reporting an error" % why, code)
+        elif not self.saw_done:
+            self._end("error", "runner exited 0 without a done event", code)
+        else:
+            self._end("done", "", code)
+
+    def _pump_stdout(self):
+        stream = self.proc.stdout
+        while True:
+            raw = stream.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                self.error_message = "runner printed a line over %d bytes: %r" % (
+                    MAX_LINE_BYTES, raw[:80])
+                self.kill("protocol")
+                return
+            text = raw.decode("utf-8", "replace").rstrip("\n")
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                obj = None
+            if not isinstance(obj, dict) or not isinstance(obj.get("ev"), str):
+                if text.strip():  # a library printed to stdout: keep it for diagnostics
+                    self.agent.out.send({"kind": "log", "id": self.rid, "text": text[:2000]})
+                continue
+            if obj["ev"] == "error":
+                self.error_message = str(obj.get("message", "runner error"))
+            if obj["ev"] == "done":
+                self.saw_done = True
+            self.agent.out.send({"kind": "event", "id": self.rid, "ev": obj})
+
+    def _pump_stderr(self):
+        for raw in iter(self.proc.stderr.readline, b""):
+            self.stderr_tail.append(raw.decode("utf-8", "replace"))
+            del self.stderr_tail[:-40]
+
+    def _end(self, status, message, code):
+        self.agent.run_finished(self)
+        self.agent.out.send({"kind": "end", "id": self.rid, "status": status,
+                             "message": message or "", "exit_code": code,
+                             "stderr_tail": "".join(self.stderr_tail)[-4000:]})
+
+
+# ----------------------------------------------------------------------------- agent
+class Agent(object):
+    def __init__(self, args):
+        self.workdir = os.path.abspath(args.workdir)
+        self.args = args
+        self.out = Output(self.host_gone)
+        self.run = None
+        self.lock = threading.Lock()
+        self.lock_fd = None
+        self.child_pid = None
+
+    # -- device lock -------------------------------------------------------------------
+    def lock_path(self):
+        return os.path.join(self.workdir, "agent.lock")
+
+    def take_lock(self):
+        """True when this agent holds the device lock (reaping a stale holder if asked)."""
+        fd = os.open(self.lock_path(), os.O_RDWR | os.O_CREAT, 0o644)
+        for attempt in range(2):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.lock_fd = fd
+                self.write_lock_info()
+                return True
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            info = self.lock_info()
+            if attempt == 0 and self.args.reap_stale:
+                self.reap(info)
+                continue
+            os.close(fd)
+            self.out.send({"kind": "error", "id": None, "message":
+                           "device busy: another agent holds %s (%s)"
+                           % (self.lock_path(), json.dumps(info, sort_keys=True))})
+            return False
+        return False
+
+    def lock_info(self):
+        try:
+            return json.loads(read_text(self.lock_path(), "{}") or "{}")
+        except ValueError:
+            return {}
+
+    def write_lock_info(self):
+        info = {"pid": os.getpid(), "holder": self.args.holder, "child": self.child_pid,
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        data = json.dumps(info).encode()
+        os.ftruncate(self.lock_fd, 0)
+        os.pwrite(self.lock_fd, data, 0)
+
+    def reap(self, info):
+        """Kill a leftover agent (and its runner group) recorded in the lock file."""
+        pid, child = info.get("pid"), info.get("child")
+        log("reaping stale agent %s (holder %s)" % (pid, info.get("holder")))
+        if isinstance(child, int) and child > 1:
+            try:
+                os.killpg(child, signal.SIGKILL)
+            except OSError:
+                pass
+        if isinstance(pid, int) and pid > 1 and pid != os.getpid() and \
+                "farm_agent" in (read_text("/proc/%d/cmdline" % pid, "") or ""):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    break
+                for _ in range(50):
+                    if not os.path.exists("/proc/%d" % pid):
+                        break
+                    time.sleep(0.05)
+        time.sleep(0.05)
+
+    def note_child(self, pid):
+        self.child_pid = pid
+        if self.lock_fd is not None:
+            try:
+                self.write_lock_info()
+            except OSError:
+                pass
+
+    # -- life cycle ----------------------------------------------------------------------
+    def shutdown(self):
+        run = self.run
+        if run is not None:
+            run.kill("cancelled")
+            if run.proc is not None:
+                try:
+                    run.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+
+    def host_gone(self):
+        log("stdout closed: host gone, stopping")
+        self.shutdown()
+        os._exit(0)
+
+    def run_finished(self, run):
+        with self.lock:
+            if self.run is run:
+                self.run = None
+
+    def hello(self):
+        me = os.path.abspath(__file__)
+        cpu = cpu_info()
+        self.out.send({
+            "kind": "hello", "agent_sha256": file_sha256(me), "pid": os.getpid(),
+            "python": platform.python_version(), "executable": sys.executable,
+            "platform": {"system": platform.system(), "release": platform.release(),
+                         "machine": platform.machine(), "libc": " ".join(platform.libc_ver())},
+            "cpu": cpu, "workdir": self.workdir,
+            "routes": route_capabilities(self.workdir, cpu, self.args.probe_timeout)})
+
+    def serve(self):
+        reader = LineReader(0)
+        lineno = 0
+        while True:
+            line, status = reader.read_line(self.args.idle_timeout)
+            if status == "eof":
+                log("stdin closed, exiting")
+                return 0
+            if status == "timeout":
+                log("host silent for %s s (link down?), exiting" % self.args.idle_timeout)
+                return 3
+            lineno += 1
+            if status == "oversize":
+                self.out.send({"kind": "error", "id": None, "message":
+                               "request line %d over %d bytes: %r"
+                               % (lineno, MAX_LINE_BYTES, line)})
+                continue
+            if self.handle(line, lineno) == "bye":
+                return 0
+
+    def handle(self, line, lineno):
+        try:
+            req = json.loads(line.decode("utf-8"))
+        except ValueError as exc:
+            return self.refuse(None, "request line %d is not JSON (%s): %r"
+                               % (lineno, exc.__class__.__name__, line[:80]))
+        if not isinstance(req, dict):
+            return self.refuse(None, "request line %d is not a JSON object: %r"
+                               % (lineno, line[:80]))
+        rid = req.get("id")
+        rid = rid if isinstance(rid, str) else None
+        if req.get("proto") != PROTO:
+            return self.refuse(rid, "request proto %r is not spoken by this agent (protocol %d):"
+                               " redeploy the agent that matches the host's farm"
+                               % (req.get("proto"), PROTO))
+        op = req.get("op")
+        if rid is None:
+            return self.refuse(None, "request line %d has no string id" % lineno)
+        if op == "ping":
+            self.reply(rid, {"t": time.monotonic()})
+        elif op == "state":
+            self.reply(rid, read_state(self.workdir))
+        elif op == "run_route":
+            self.start_route(rid, req)
+        elif op == "cancel":
+            target, run = req.get("target"), self.run
+            hit = run is not None and run.rid == target
+            if hit:
+                run.kill("cancelled")
+            self.reply(rid, {"cancelled": hit})
+        elif op == "bye":
+            self.shutdown()
+            self.reply(rid, {})
+            return "bye"
+        else:
+            self.refuse(rid, "unknown op %r (known: ping, state, run_route, cancel, bye)" % op)
+        return None
+
+    def refuse(self, rid, message):
+        self.out.send({"kind": "error", "id": rid, "message": message})
+
+    def reply(self, rid, data):
+        self.out.send({"kind": "reply", "id": rid, "ok": True, "data": data})
+
+    def start_route(self, rid, req):
+        runner, request, timeout_s = req.get("runner"), req.get("request"), req.get("timeout_s")
+        if not isinstance(runner, str) or not isinstance(request, dict) or \
+                not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool):
+            return self.refuse(rid, "run_route needs runner (str), request (object) and "
+                               "timeout_s (number)")
+        path = os.path.realpath(os.path.join(self.workdir, runner))
+        if not path.startswith(os.path.realpath(self.workdir) + os.sep):
+            return self.refuse(rid, "runner %r is outside the work dir %s" % (runner,
+                                                                              self.workdir))
+        if not os.path.isfile(path):
+            return self.refuse(rid, "runner %s is not deployed (run `farm deploy`)" % path)
+        with self.lock:
+            if self.run is not None:
+                return self.refuse(rid, "busy: run %s is still going" % self.run.rid)
+            req_dir = os.path.join(self.workdir, "out", "requests")
+            try:
+                if not os.path.isdir(req_dir):
+                    os.makedirs(req_dir)
+                req_file = os.path.join(req_dir, "%s-%d.json" % (rid.replace("/", "_"),
+                                                                 os.getpid()))
+                with open(req_file, "w") as handle:
+                    json.dump(request, handle)
+            except OSError as exc:
+                return self.refuse(rid, "cannot write the request file in %s: %s"
+                                   % (req_dir, exc))
+            argv = [sys.executable, "-u", path] if path.endswith(".py") else [path]
+            self.run = RouteRun(self, rid, argv + ["--request", req_file], float(timeout_s))
+            self.run.start()
+        return None
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description="farm on-device agent (protocol %d)" % PROTO)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--holder", default="", help="who started us (shown to a waiter)")
+    parser.add_argument("--reap-stale", action="store_true",
+                        help="kill a leftover agent holding the device lock")
+    parser.add_argument("--idle-timeout", type=float, default=60.0,
+                        help="exit after this many seconds without a host line")
+    parser.add_argument("--probe-timeout", type=float, default=60.0)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    agent = Agent(args)
+
+    def on_signal(signum, frame):
+        log("signal %d, stopping" % signum)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    try:
+        if not os.path.isdir(agent.workdir):
+            os.makedirs(agent.workdir)
+        if not agent.take_lock():
+            return 4
+        agent.hello()
+        return agent.serve()
+    finally:
+        agent.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Build or resolve the model a bench runs: `build_model`, `resolve_model`, `ModelInfo`.
+
+- `build_model(preset_or_config, variant="fp32", out_dir=None) -> ModelInfo`: generate the
+  encoder (encoder.py) and, for a quantized variant, quantize the cached fp32 build
+  (quantize.py). Files are cached under `out_dir` (default `state_dir()/"models"`) as
+  `<name>-<variant>-<key12>.onnx`, key = sha256 of everything that determines the bytes
+  (generator version, config, variant, onnxruntime version for quantized variants); a hit
+  costs one hash of the file.
+- `resolve_model(spec, variant="fp32", out_dir=None) -> ModelInfo`: a preset name, or a path
+  to any `.onnx` file (checked by check.py; a quantized variant of a file is made and cached
+  keyed by the file's sha256).
+`ModelInfo.sha256` is the sha256 of the model file's bytes (what deploy names it by).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from farm.build.models.check import check_model_file
+from farm.build.models.config import (
+    GENERATOR_VERSION,
+    PRESETS,
+    EncoderConfig,
+    check_variant,
+    preset,
+)
+from farm.build.models.encoder import build_encoder
+from farm.build.models.inputs import make_inputs
+from farm.build.models.quantize import quantize
+from farm.errors import BuildError
+from farm.paths import state_dir
+
+CALIBRATION_SEEDS = range(1000, 1008)  # fixed feeds for int8-qdq calibration
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model file ready to deploy. preset/config are None for a user-supplied file."""
+
+    path: Path
+    sha256: str
+    preset: str | None
+    variant: str
+    config: EncoderConfig | None
+
+    @property
+    def name(self) -> str:
+        """Short human name: preset-variant, or the file stem."""
+        if self.preset:
+            return f"{self.preset}-{self.variant}"
+        return self.path.stem if self.variant == "fp32" else f"{self.path.stem}-{self.variant}"
+
+    @property
+    def size_bytes(self) -> int:
+        return self.path.stat().st_size
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _ort_version() -> str:
+    import onnxruntime
+
+    return onnxruntime.__version__
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
+
+
+def _default_dir(out_dir: Path | str | None) -> Path:
+    path = Path(out_dir) if out_dir is not None else state_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _write_atomic(model: onnx.ModelProto, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(model.SerializeToString())
+    tmp.replace(path)
+
+
+def _quantized(src: Path, variant: str, dst: Path) -> None:
+    calibration = None
+    if variant == "int8-qdq":
+        calibration = [make_inputs(src, seed) for seed in CALIBRATION_SEEDS]
+    quantize(src, variant, dst, calibration)
+
+
+def build_model(preset_or_config: str | EncoderConfig, variant: str = "fp32",
+                out_dir: Path | str | None = None) -> ModelInfo:
+    check_variant(variant)
+    if isinstance(preset_or_config, EncoderConfig):
+        config = preset_or_config
+        name = next((n for n, c in PRESETS.items() if c == config), "encoder")
+    else:
+        name, config = preset_or_config, preset(preset_or_config)
+    out = _default_dir(out_dir)
+    fp32_key = _key(str(GENERATOR_VERSION), config.canonical_json(), "fp32")
+    fp32_path = out / f"{name}-fp32-{fp32_key}.onnx"
+    if not fp32_path.exists():
+        _write_atomic(build_encoder(config), fp32_path)
+    path = fp32_path
+    if variant != "fp32":
+        path = out / f"{name}-{variant}-{_key(fp32_key, variant, _ort_version())}.onnx"
+        if not path.exists():
+            _quantized(fp32_path, variant, path)
+    preset_name = name if name in PRESETS else None
+    return ModelInfo(path, file_sha256(path), preset_name, variant, config)
+
+
+def resolve_model(spec: str | Path, variant: str = "fp32",
+                  out_dir: Path | str | None = None) -> ModelInfo:
+    """A preset name or a path to an .onnx file -> a checked, built ModelInfo."""
+    check_variant(variant)
+    if isinstance(spec, str) and spec in PRESETS:
+        return build_model(spec, variant, out_dir)
+    path = Path(spec)
+    if not path.exists() and path.suffix != ".onnx":
+        raise BuildError(
+            f"model {str(spec)!r} is neither a preset nor an existing file",
+            hint=f"use one of {', '.join(PRESETS)} or a path to an .onnx file",
+        )
+    check_model_file(path)
+    sha = file_sha256(path)
+    if variant == "fp32":
+        return ModelInfo(path.resolve(), sha, None, variant, None)
+    out = _default_dir(out_dir)
+    dst = out / f"{path.stem}-{variant}-{_key(sha, variant, _ort_version())}.onnx"
+    if not dst.exists():
+        _quantized(path, variant, dst)
+    return ModelInfo(dst, file_sha256(dst), None, variant, None)

@@ -1,0 +1,142 @@
+"""Integrity of a result store, and the checks the fault suite makes after a failure.
+
+Contract:
+* `check_store(db)` -> `IntegrityReport` over an open SQLite connection: SQLite's
+  `PRAGMA integrity_check`; every run's status and meta JSON; every record's JSON fields
+  parse, its fields have their schema types, its status is known, it belongs to a run,
+  and its statistics equal a recomputation from `samples_ms` (`validate.stats_mismatches`).
+  Problems are collected, never raised; `ResultStore.integrity_check()` calls this.
+* `assert_store_ok(store)` -> the report, or StoreError listing the problems.
+* `partial_run_problems(store, run_id, failed_devices)` -> what is wrong with a run that
+  lost some devices: the run must be "partial"; every failed device must have a record
+  with status failed/partial and a status_detail saying why; other devices must have no
+  such records; every record that has samples keeps them and its statistics.
+* `records_by_device(store, run_id)` -> {device: [records]} of one run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from farm.errors import StoreError
+from farm.results.schema import FAILED, FIELD_NAMES, FIELDS, PARTIAL
+from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, check_type, stats_mismatches
+
+if TYPE_CHECKING:
+    from farm.results.store import ResultStore
+
+_JSON_FIELDS = tuple(f.name for f in FIELDS if f.type == "json")
+
+
+@dataclass
+class IntegrityReport:
+    """What `check_store` looked at and every problem it found (empty: all good)."""
+
+    runs_checked: int = 0
+    records_checked: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        head = (f"{self.runs_checked} run(s), {self.records_checked} record(s) checked: "
+                + ("ok" if self.ok else f"{len(self.problems)} problem(s)"))
+        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+
+
+def check_store(db: sqlite3.Connection) -> IntegrityReport:
+    report = IntegrityReport()
+    rows = [r[0] for r in db.execute("PRAGMA integrity_check")]
+    if rows != ["ok"]:
+        report.problems += [f"sqlite: {r}" for r in rows]
+    run_ids = set()
+    for run_id, status, meta in db.execute("SELECT run_id, status, meta FROM runs"):
+        report.runs_checked += 1
+        run_ids.add(run_id)
+        if status not in RUN_STATUSES:
+            report.problems.append(f"run {run_id}: unknown status {status!r}")
+        try:
+            json.loads(meta or "{}")
+        except ValueError as exc:
+            report.problems.append(f"run {run_id}: meta is not valid JSON ({exc})")
+    cols = ", ".join(f'"{n}"' for n in FIELD_NAMES)
+    for row in db.execute(f"SELECT {cols} FROM records ORDER BY rowid"):
+        report.records_checked += 1
+        report.problems += _record_problems(dict(zip(FIELD_NAMES, row)), run_ids)
+    return report
+
+
+def _record_problems(rec: dict[str, Any], run_ids: set[str]) -> list[str]:
+    where = f"record {rec['record_id']} ({rec['device']}/{rec['route']})"
+    problems = []
+    for name in _JSON_FIELDS:
+        if rec[name] is None:
+            continue
+        try:
+            rec[name] = json.loads(rec[name])
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{where}: field {name!r} is not valid JSON ({exc})")
+            rec[name] = None
+    for name in FIELD_NAMES:
+        problem = check_type(name, rec[name])
+        if problem:
+            problems.append(f"{where}: field {name!r}: {problem}")
+    if rec["run_id"] not in run_ids:
+        problems.append(f"{where}: run {rec['run_id']!r} is not in the runs table")
+    if rec["status"] not in RECORD_STATUSES:
+        problems.append(f"{where}: unknown status {rec['status']!r}")
+    if not any(p.startswith(f"{where}: field 'samples_ms'") for p in problems):
+        problems += [f"{where}: {m}" for m in stats_mismatches(rec)]
+    return problems
+
+
+def assert_store_ok(store: ResultStore) -> IntegrityReport:
+    """The integrity report of `store`; StoreError naming every problem if any."""
+    report = store.integrity_check()
+    if not report.ok:
+        raise StoreError(f"result store {store.path} failed its integrity check:\n"
+                         + report.summary(), hint="see `farm results check`")
+    return report
+
+
+def records_by_device(store: ResultStore, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for rec in store.records(run_id):
+        out.setdefault(rec["device"], []).append(rec)
+    return out
+
+
+def partial_run_problems(
+    store: ResultStore, run_id: str, failed_devices: set[str] | list[str],
+) -> list[str]:
+    """What a run that lost `failed_devices` got wrong (empty list: handled well)."""
+    problems: list[str] = []
+    runs = {r.run_id: r for r in store.runs()}
+    if run_id not in runs:
+        return [f"run {run_id!r} is not in the store"]
+    if runs[run_id].status != "partial":
+        problems.append(f"run {run_id}: status {runs[run_id].status!r}, expected 'partial'")
+    by_device = records_by_device(store, run_id)
+    failing = (FAILED, PARTIAL)
+    for device in sorted(failed_devices):
+        bad = [r for r in by_device.get(device, []) if r["status"] in failing]
+        if not bad:
+            problems.append(f"device {device}: no failed/partial record says why it failed")
+        problems += [f"device {device}: record {r['record_id']} has no status_detail"
+                     for r in bad if not r["status_detail"]]
+    for device, recs in sorted(by_device.items()):
+        if device in failed_devices:
+            continue
+        problems += [f"device {device}: record {r['record_id']} is {r['status']!r} but the "
+                     f"device was not expected to fail ({r['status_detail']})"
+                     for r in recs if r["status"] in failing]
+    for recs in by_device.values():
+        for r in recs:
+            if r["samples_ms"] and r["median_ms"] is None:
+                problems.append(f"record {r['record_id']}: samples kept but no statistics")
+    return problems

@@ -1,0 +1,281 @@
+"""The SQLite result store: runs and their records, schema generated from `schema.FIELDS`.
+
+File: `farm.paths.state_dir() / "results.sqlite"` unless a path is given. Tables:
+
+* `meta(key, value)` – `schema_version` (= `schema.SCHEMA_VERSION`). A store of another
+  version, or whose `records` columns differ from `FIELDS`, is refused with StoreError.
+* `runs(run_id, started_utc, finished_utc, command, status, meta)` – one bench invocation;
+  status "running" until `finish_run` sets ok | partial | failed | interrupted.
+* `records(<FIELDS in order>)` – text -> TEXT, int -> INTEGER, real -> REAL, json -> TEXT
+  holding JSON. `records()` returns dicts with the JSON fields parsed.
+
+Every `add` is its own transaction, so records written before a crash or Ctrl-C survive.
+The journal is WAL so `farm results` can read while a bench writes. One `ResultStore` may
+be shared by the worker threads of a bench (a lock serialises them).
+
+Life cycle: `ResultStore(path)` opens or creates the file and checks its version ->
+`start_run` -> `add`* -> `finish_run` -> `close()` (or use it as a context manager).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from farm.errors import StoreError
+from farm.paths import state_dir
+from farm.results import provenance
+from farm.results.integrity import IntegrityReport, check_store
+from farm.results.schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION
+from farm.results.validate import RUN_STATUSES, normalize_record
+
+STORE_FILENAME = "results.sqlite"
+_SQL_TYPES = {"text": "TEXT", "int": "INTEGER", "real": "REAL", "json": "TEXT"}
+JSON_FIELDS = tuple(f.name for f in FIELDS if f.type == "json")
+
+__all__ = ["RUN_STATUSES", "IntegrityReport", "ResultStore", "RunInfo", "default_store_path"]
+
+
+def default_store_path() -> Path:
+    return state_dir() / STORE_FILENAME
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    started_utc: str
+    finished_utc: str | None
+    command: str
+    status: str
+    meta: dict[str, Any]
+    n_records: int
+
+
+def _create_sql() -> list[str]:
+    cols = ",\n  ".join(
+        f'"{f.name}" {_SQL_TYPES[f.type]}'
+        + (" PRIMARY KEY" if f.name == "record_id" else "")
+        + (" NOT NULL REFERENCES runs(run_id)" if f.name == "run_id" else "")
+        for f in FIELDS
+    )
+    return [
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_utc TEXT NOT NULL, "
+        "finished_utc TEXT, command TEXT NOT NULL, status TEXT NOT NULL, meta TEXT)",
+        f"CREATE TABLE records (\n  {cols}\n)",
+        "CREATE INDEX records_run ON records(run_id)",
+    ]
+
+
+def new_run_id() -> str:
+    """Sortable and short to type: UTC start time plus 6 random hex digits."""
+    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+class ResultStore:
+    """Open (or create) a store; see the module docstring for its life cycle."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        self._lock = threading.RLock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False,
+            )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"result store {self.path}: cannot open ({exc})") from exc
+        try:
+            self._open()
+        except BaseException as exc:
+            self._db.close()
+            if not isinstance(exc, sqlite3.DatabaseError):
+                raise
+            raise StoreError(
+                f"result store {self.path}: cannot be read as SQLite ({exc})",
+                hint="move the file aside and rerun; a new store is created",
+            ) from exc
+
+    # -- opening -------------------------------------------------------------------------
+    def _open(self) -> None:
+        tables = {r[0] for r in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            with self._transaction():
+                for stmt in _create_sql():
+                    self._db.execute(stmt)
+                self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                                 (str(SCHEMA_VERSION),))
+            return
+        if "meta" not in tables:
+            raise StoreError(f"{self.path} is a SQLite file but not a farm result store",
+                             hint="use another path (--store) or move the file aside")
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = row[0] if row else None
+        if version != str(SCHEMA_VERSION):
+            newer = version is not None and version.isdigit() and int(version) > SCHEMA_VERSION
+            raise StoreError(
+                f"result store {self.path} has schema version {version}; "
+                f"this farm reads version {SCHEMA_VERSION} only",
+                hint="upgrade farm to read it" if newer else
+                f"move it aside (mv {self.path} {self.path}.v{version}) and rerun; "
+                f"the farm version that wrote it can still read it",
+            )
+        columns = [r[1] for r in self._db.execute("PRAGMA table_info(records)")]
+        if tuple(columns) != FIELD_NAMES:
+            raise StoreError(
+                f"result store {self.path}: records columns differ from schema version "
+                f"{SCHEMA_VERSION} (missing {sorted(set(FIELD_NAMES) - set(columns))}, "
+                f"extra {sorted(set(columns) - set(FIELD_NAMES))})",
+                hint="the field list changed without a SCHEMA_VERSION bump; bump it in "
+                     "farm/results/schema.py, or move this store aside",
+            )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs ----------------------------------------------------------------------------
+    def start_run(self, command: str | Sequence[str], meta: Mapping[str, Any] | None = None
+                  ) -> str:
+        """Record a new run (status "running") and return its id. `meta` is free-form
+        JSON (devices, model, policy...); host provenance is added under "provenance"."""
+        cmd = command if isinstance(command, str) else shlex.join(command)
+        full_meta = {"provenance": provenance.host_provenance(), **dict(meta or {})}
+        run_id = new_run_id()
+        with self._transaction() as db:
+            db.execute("INSERT INTO runs VALUES (?, ?, NULL, ?, 'running', ?)",
+                       (run_id, provenance.utc_now(), cmd, json.dumps(full_meta)))
+        return run_id
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        if status not in RUN_STATUSES[1:]:
+            raise StoreError(f"run {run_id}: cannot finish with status {status!r}; "
+                             f"use one of {list(RUN_STATUSES[1:])}")
+        with self._transaction() as db:
+            cur = db.execute("UPDATE runs SET finished_utc = ?, status = ? WHERE run_id = ?",
+                             (provenance.utc_now(), status, run_id))
+            if cur.rowcount != 1:
+                raise StoreError(f"run {run_id!r} is not in {self.path}")
+
+    def runs(self) -> list[RunInfo]:
+        """Every run, oldest first, with its record count."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.run_id, r.started_utc, r.finished_utc, r.command, r.status, r.meta, "
+                "(SELECT COUNT(*) FROM records c WHERE c.run_id = r.run_id) "
+                "FROM runs r ORDER BY r.started_utc, r.run_id").fetchall()
+        return [RunInfo(*row[:5], meta=json.loads(row[5] or "{}"), n_records=row[6])
+                for row in rows]
+
+    def resolve_run(self, prefix: str) -> str:
+        """The run id matching `prefix` exactly or as a unique prefix; "latest" is the
+        most recently started run."""
+        with self._lock:
+            if prefix == "latest":
+                row = self._db.execute(
+                    "SELECT run_id FROM runs ORDER BY started_utc DESC, run_id DESC LIMIT 1"
+                ).fetchone()
+                if row is None:
+                    raise StoreError(f"no runs in {self.path}", hint="run `farm bench` first")
+                return str(row[0])
+            ids = [r[0] for r in self._db.execute(
+                "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY run_id",
+                (len(prefix), prefix))]
+        if prefix in ids:
+            return prefix
+        if not ids:
+            raise StoreError(f"no run matches {prefix!r} in {self.path}",
+                             hint="see `farm results list` for run ids")
+        if len(ids) > 1:
+            shown = ", ".join(ids[:5]) + (" ..." if len(ids) > 5 else "")
+            raise StoreError(f"run prefix {prefix!r} is ambiguous: {shown}",
+                             hint="give more characters of the run id")
+        return str(ids[0])
+
+    # -- records -------------------------------------------------------------------------
+    def add(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate, complete (see `validate.normalize_record`) and store one record in
+        its own transaction; returns the stored record."""
+        full = normalize_record(record)
+        values = [json.dumps(full[f.name], allow_nan=False)
+                  if f.type == "json" and full[f.name] is not None else full[f.name]
+                  for f in FIELDS]
+        marks = ", ".join("?" * len(FIELDS))
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (full["run_id"],)
+                          ).fetchone() is None:
+                raise StoreError(f"record for run {full['run_id']!r}: no such run in "
+                                 f"{self.path}", hint="call start_run() first")
+            try:
+                db.execute(f"INSERT INTO records VALUES ({marks})", values)
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"record {full['record_id']!r} not stored: {exc}") from exc
+        return full
+
+    def records(self, run_id: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """Records in write order, filtered by equality on any field (a list/tuple value
+        means "any of"); JSON fields are parsed."""
+        if run_id is not None:
+            filters["run_id"] = run_id
+        where, params = [], []
+        for name, value in filters.items():
+            if name not in FIELD_NAMES:
+                raise StoreError(f"cannot filter records on {name!r}: not a record field")
+            if isinstance(value, (list, tuple, set, frozenset)):
+                values = list(value)
+                where.append(f'"{name}" IN ({", ".join("?" * len(values))})')
+                params += values
+            else:
+                where.append(f'"{name}" = ?')
+                params.append(value)
+        sql = "SELECT * FROM records" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY created_utc, rowid", params).fetchall()
+        return [self._decode(row) for row in rows]
+
+    def _decode(self, row: Sequence[Any]) -> dict[str, Any]:
+        rec = dict(zip(FIELD_NAMES, row))
+        for name in JSON_FIELDS:
+            if rec[name] is not None:
+                try:
+                    rec[name] = json.loads(rec[name])
+                except ValueError as exc:
+                    raise StoreError(
+                        f"{self.path}: record {rec['record_id']}: field {name!r} is not "
+                        f"valid JSON ({exc})", hint="run `farm results check`",
+                    ) from exc
+        return rec
+
+    def integrity_check(self) -> IntegrityReport:
+        """SQLite's own check, JSON fields parse, statistics match `samples_ms`,
+        every record belongs to a run. Reports problems; does not raise on them."""
+        with self._lock:
+            return check_store(self._db)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Set up farm on a fresh Debian machine: Debian packages, a virtualenv with farm and its
+# Python dependencies, and (with --lab) the aarch64 sysroot the emulated lab device uses.
+# Idempotent: a second run only checks. Needs root for apt (as on the CI machines).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WITH_LAB=0
+for arg in "$@"; do
+  case "$arg" in
+    --lab) WITH_LAB=1 ;;
+    *) echo "usage: scripts/setup.sh [--lab]" >&2; exit 2 ;;
+  esac
+done
+
+DEBS=(openssh-server openssh-client iproute2 procps psmisc qemu-user gcc g++ make
+      gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+      binutils-aarch64-linux-gnu file nftables uidmap chromium python3-venv)
+missing=()
+for pkg in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.farm-setup-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  echo "setup: installing farm and its Python dependencies into .venv"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e ".[tvm,dev]"
+  touch "$stamp"
+fi
+
+if [ "$WITH_LAB" -eq 1 ] && [ -x scripts/make_sysroot.sh ]; then
+  scripts/make_sysroot.sh
+fi
+echo "setup: ready (activate with: source .venv/bin/activate)"
