@@ -96,5 +96,5 @@ QEMU_LD_PREFIX=$WORK QEMU_CPU=cortex-a76 PYTHONPATH=$WORK/opt/site \
 echo "$SPEC" > "$WORK/.farm-sysroot"
 rm -rf "$SR"
 mv -T "$WORK" "$SR"
-du -sh "$SR" "$SR/opt/site" "$SR/opt/site-tvm" | sed 's/^/  /'
+for d in "$SR" "$SR/opt/site" "$SR/opt/site-tvm"; do du -sh "$d" | sed "s/^/  /"; done
 echo "sysroot ready: $SR"

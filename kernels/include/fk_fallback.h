@@ -20,4 +20,10 @@
 #define fk_quantize_row_q8_0_avx2 fk_quantize_row_q8_0_generic
 #define fk_quantize_row_q8_0_avx512 fk_quantize_row_q8_0_generic
 
+/* The same on ARM, where the quantisation is likewise a minor pass next to the GEMM. */
+#define fk_quantize_row_i8_neon fk_quantize_row_i8_generic
+#define fk_quantize_row_i8_dotprod fk_quantize_row_i8_generic
+#define fk_quantize_row_q8_0_neon fk_quantize_row_q8_0_generic
+#define fk_quantize_row_q8_0_dotprod fk_quantize_row_q8_0_generic
+
 #endif

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np

@@ -1,0 +1,134 @@
+"""Default CPU schedules for Relax-legalized kernels, applied without tuning.
+
+Private helper of `farm.build.tvm.api` (the only module that imports it): TVM 0.27's
+`s_tir.dlight` CPU rules cover GEMV and row reductions (softmax, layer norm) but have no
+GEMM rule, and untuned matmuls run as naive triple loops (~60x slower than ORT). The two
+rules here fill that gap:
+
+- `CpuMatmul`: one reduction block with spatial axes S... and reduction axes R...
+  (matmul, batched matmul, with fused prologue/epilogue). Register tile `ti x tj` of the
+  last two spatial axes (tj vectorised, ti unrolled), reduction loop outside the tile,
+  accumulator in a local buffer written back through the inlined epilogue, outer spatial
+  loops fused and parallel.
+- `CpuInjective`: elementwise/layout kernels: fuse all loops, parallel outer, vectorise
+  the inner chunk.
+
+A rule returns None when the kernel does not match; the caller tries the next rule.
+"""
+
+from __future__ import annotations
+
+from tvm import s_tir, tirx
+from tvm.s_tir.dlight.analysis import normalize_prim_func
+from tvm.s_tir.dlight.base import get_extent
+from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
+from tvm.target import Target
+from tvm.target.codegen import llvm_get_vector_width
+
+
+def _vec_lanes(target: Target, bits: int = 32) -> int:
+    width = llvm_get_vector_width(target)
+    return max((width if width > 0 else 128) // bits, 2)
+
+
+def _largest_divisor(extent: int, candidates: tuple[int, ...]) -> int | None:
+    for c in candidates:
+        if c <= extent and extent % c == 0:
+            return c
+    return None
+
+
+class CpuMatmul(CPUScheduleRule):
+    """Register-tiled, vectorised, parallel schedule for (batched) matmul kernels."""
+
+    def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool):  # type: ignore[override]
+        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        sch = s_tir.Schedule(func)
+        infos = normalize_prim_func(sch)
+        if not infos:
+            return None
+        reductions = [b for b in infos if not b.is_injective()]
+        if len(reductions) != 1:
+            return None
+        main = reductions[0]
+        kinds = main.dom_kind()
+        n_s = len(kinds) - len(kinds.lstrip("S"))
+        if n_s < 2 or set(kinds[n_s:]) != {"R"}:
+            return None
+        extents = [get_extent(sch, it.loop_rv) for it in main.iters]
+        if not all(isinstance(e, int) for e in extents):
+            return None  # dynamic shapes: leave to the generic path
+        # inline the injective prologue (e.g. transposes feeding the matmul) where possible
+        for b in infos:
+            if b is main:
+                continue
+            if b in infos[: infos.index(main)]:
+                try:
+                    sch.compute_inline(b.block_rv)
+                except Exception:  # noqa: BLE001 - schedule primitives raise on mismatch
+                    return None
+        lanes = _vec_lanes(target)
+        ext_i, ext_j = extents[n_s - 2], extents[n_s - 1]
+        tj = _largest_divisor(ext_j, (2 * lanes, lanes))
+        ti = _largest_divisor(ext_i, (6, 4, 3, 2, 1))
+        if tj is None or ti is None:
+            return None
+        loops = sch.get_loops(main.block_rv)
+        spatial, reduce_loops = loops[:n_s], loops[n_s:]
+        io, ii = sch.split(spatial[n_s - 2], factors=[None, ti])
+        jo, ji = sch.split(spatial[n_s - 1], factors=[None, tj])
+        k = sch.fuse(*reduce_loops) if len(reduce_loops) > 1 else reduce_loops[0]
+        sch.reorder(*spatial[: n_s - 2], io, jo, k, ii, ji)
+        outer = sch.fuse(*spatial[: n_s - 2], io, jo)
+        acc = sch.cache_write(main.block_rv, 0, "local")
+        sch.reverse_compute_at(acc, outer, preserve_unit_loops=True)
+        # epilogue blocks (bias add, scale, GELU) read the accumulator tile
+        epilogues = [b for b in infos[infos.index(main) + 1:]]
+        for b in reversed(epilogues):
+            try:
+                sch.reverse_compute_inline(b.block_rv)
+            except Exception:  # noqa: BLE001
+                try:
+                    sch.reverse_compute_at(b.block_rv, outer, preserve_unit_loops=True)
+                except Exception:  # noqa: BLE001
+                    return None
+        sch.parallel(outer)
+        init = sch.decompose_reduction(main.block_rv, k)
+        sch.vectorize(sch.get_loops(init)[-1])
+        sch.unroll(ii)
+        sch.vectorize(ji)
+        acc_loops = sch.get_loops(acc)
+        sch.vectorize(acc_loops[-1]) if len(acc_loops) > 1 else None
+        return sch
+
+
+class CpuInjective(CPUScheduleRule):
+    """Fused, parallel, vectorised loops for elementwise and layout kernels."""
+
+    def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool):  # type: ignore[override]
+        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        sch = s_tir.Schedule(func)
+        infos = normalize_prim_func(sch)
+        if not infos or not all(b.is_injective() for b in infos):
+            return None
+        for b in infos[:-1]:
+            try:
+                sch.compute_inline(b.block_rv)
+            except Exception:  # noqa: BLE001
+                return None
+        last = infos[-1].block_rv
+        loops = sch.get_loops(last)
+        if not loops:
+            return None
+        fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+        extent = get_extent(sch, fused)
+        lanes = _vec_lanes(target)
+        if isinstance(extent, int) and extent % lanes == 0 and extent >= 4 * lanes:
+            outer, inner = sch.split(fused, factors=[None, lanes])
+            sch.parallel(outer)
+            sch.vectorize(inner)
+        else:
+            sch.parallel(fused)
+        return sch
