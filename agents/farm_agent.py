@@ -43,8 +43,9 @@ X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "av
 ARM_FLAGS = {"neon": "asimd", "dotprod": "asimddp", "i8mm": "i8mm", "sve": "sve",
              "fp16": "fphp"}
 # custom executor file name prefix and the CPU features each arch build needs
-CUSTOM_EXECUTOR = "farm_exec"
-CUSTOM_REQUIRES = {"aarch64": ("neon",), "x86_64": ("avx2", "fma")}
+CUSTOM_EXECUTOR = "fk_exec"
+# the executor picks its kernels at run time; these are the least it needs
+CUSTOM_REQUIRES = {"aarch64": ("neon",), "x86_64": ()}
 
 
 def log(message):
@@ -212,37 +213,33 @@ def route_capabilities(workdir, cpu, probe_timeout):
         routes["ort"] = {"ok": True, "reason": "", "runner": "runners/ort_runner.py",
                          "version": detail}
 
+    arch = cpu["arch"]
     tvm_runner = os.path.join(runners, "tvm_runner.py")
+    tvm_binary = os.path.join(runners, "tvm-%s" % arch, "tvm_runner")
     if not os.path.isfile(tvm_runner):
         routes["tvm"] = {"ok": False, "reason": "runner %s not deployed" % tvm_runner}
-    elif not _has_module("tvm"):
-        routes["tvm"] = {"ok": False, "reason": "no TVM runtime (python module tvm) for %s"
-                         % sys.executable}
+    elif not os.access(tvm_binary, os.X_OK):
+        routes["tvm"] = {"ok": False, "reason": "TVM runtime runner %s not deployed for %s"
+                         % (tvm_binary, arch)}
     else:
         routes["tvm"] = {"ok": True, "reason": "", "runner": "runners/tvm_runner.py"}
 
-    arch = cpu["arch"]
-    candidates = sorted(glob.glob(os.path.join(runners, "%s-%s*" % (CUSTOM_EXECUTOR, arch))))
-    candidates = [c for c in candidates if os.access(c, os.X_OK) and os.path.isfile(c)]
+    # the custom executor: a python wrapper, else the per-arch binary itself
+    custom_py = os.path.join(runners, "custom_runner.py")
+    custom_bin = os.path.join(runners, "custom-%s" % arch, CUSTOM_EXECUTOR)
     missing = [f for f in CUSTOM_REQUIRES.get(arch, ()) if f not in cpu["features"]]
-    if not candidates:
-        routes["custom"] = {"ok": False, "reason": "no %s-%s executor in %s"
-                            % (CUSTOM_EXECUTOR, arch, runners)}
-    elif missing:
+    if missing:
         routes["custom"] = {"ok": False, "reason": "CPU lacks %s needed by the %s executor"
                             % (", ".join(missing), arch)}
-    else:
+    elif os.path.isfile(custom_py):
+        routes["custom"] = {"ok": True, "reason": "", "runner": "runners/custom_runner.py"}
+    elif os.path.isfile(custom_bin) and os.access(custom_bin, os.X_OK):
         routes["custom"] = {"ok": True, "reason": "",
-                            "runner": os.path.relpath(candidates[0], workdir)}
+                            "runner": os.path.relpath(custom_bin, workdir)}
+    else:
+        routes["custom"] = {"ok": False, "reason": "no custom executor %s (or %s) deployed"
+                            % (custom_bin, custom_py)}
     return routes
-
-
-def _has_module(name):
-    try:
-        import importlib.util
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def read_state(workdir):
@@ -256,14 +253,15 @@ def read_state(workdir):
         cur = read_text(os.path.join(path, "scaling_cur_freq"))
         if cur and cur.isdigit():
             freqs[cpu] = int(cur)
-    thermal = {}
+    thermal, thermal_type = {}, {}
     for zone in sorted(glob.glob("/sys/class/thermal/thermal_zone*")):
+        name = os.path.basename(zone)
         temp = read_text(os.path.join(zone, "temp"))
-        kind = read_text(os.path.join(zone, "type")) or os.path.basename(zone)
         try:
-            thermal["%s:%s" % (os.path.basename(zone), kind)] = int(temp) / 1000.0
+            thermal[name] = int(temp) / 1000.0
         except (TypeError, ValueError):
-            pass
+            continue
+        thermal_type[name] = read_text(os.path.join(zone, "type")) or ""
     mem = {}
     for line in (read_text("/proc/meminfo", "") or "").splitlines():
         key, _, value = line.partition(":")
@@ -280,7 +278,8 @@ def read_state(workdir):
         disk_free_kb = None
     uptime = read_text("/proc/uptime")
     return {"t_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "governor": governors, "freq_khz": freqs, "thermal_c": thermal, "load": load,
+            "governor": governors, "freq_khz": freqs, "thermal_c": thermal,
+            "thermal_type": thermal_type, "load": load,
             "mem_total_kb": mem.get("MemTotal"), "mem_available_kb": mem.get("MemAvailable"),
             "disk_free_kb": disk_free_kb,
             "uptime_s": float(uptime.split()[0]) if uptime else None}
@@ -414,6 +413,7 @@ class Agent(object):
         self.lock = threading.Lock()
         self.lock_fd = None
         self.child_pid = None
+        self.hashes = {}
 
     # -- device lock -------------------------------------------------------------------
     def lock_path(self):
@@ -581,6 +581,30 @@ class Agent(object):
     def reply(self, rid, data):
         self.out.send({"kind": "reply", "id": rid, "ok": True, "data": data})
 
+    def verify(self, expected):
+        """None when every {relative path: sha256} matches, else what is wrong.
+
+        Hashes are cached by (size, mtime) so a route repeated on a big model costs one
+        hash; a file changed in place changes its mtime and is hashed again.
+        """
+        if not isinstance(expected, dict):
+            return "run_route verify must be an object {path: sha256}"
+        for rel, want in sorted(expected.items()):
+            path = os.path.realpath(os.path.join(self.workdir, rel))
+            if not path.startswith(os.path.realpath(self.workdir) + os.sep):
+                return "verify path %r is outside the work dir" % rel
+            try:
+                st = os.stat(path)
+                key = (path, st.st_size, st.st_mtime_ns)
+                got = self.hashes.get(key) or file_sha256(path)
+            except OSError as exc:
+                return "artifact %s is missing or unreadable (%s): redeploy" % (path, exc)
+            self.hashes[key] = got
+            if got != want:
+                return ("artifact %s is corrupted: sha256 %s, deployed as %s: redeploy "
+                        "(`farm deploy`)" % (path, got[:12], str(want)[:12]))
+        return None
+
     def start_route(self, rid, req):
         runner, request, timeout_s = req.get("runner"), req.get("request"), req.get("timeout_s")
         if not isinstance(runner, str) or not isinstance(request, dict) or \
@@ -593,13 +617,20 @@ class Agent(object):
                                                                               self.workdir))
         if not os.path.isfile(path):
             return self.refuse(rid, "runner %s is not deployed (run `farm deploy`)" % path)
+        problem = self.verify(req.get("verify") or {})
+        if problem:
+            return self.refuse(rid, problem)
         with self.lock:
             if self.run is not None:
                 return self.refuse(rid, "busy: run %s is still going" % self.run.rid)
             req_dir = os.path.join(self.workdir, "out", "requests")
+            dirs = [req_dir]
+            if isinstance(request.get("outputs"), str):  # runners expect its directory
+                dirs.append(os.path.dirname(os.path.join(self.workdir, request["outputs"])))
             try:
-                if not os.path.isdir(req_dir):
-                    os.makedirs(req_dir)
+                for directory in dirs:
+                    if directory and not os.path.isdir(directory):
+                        os.makedirs(directory)
                 req_file = os.path.join(req_dir, "%s-%d.json" % (rid.replace("/", "_"),
                                                                  os.getpid()))
                 with open(req_file, "w") as handle:

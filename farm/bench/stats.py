@@ -46,6 +46,7 @@ __all__ = [
     "Accuracy",
     "Summary",
     "bootstrap_ci",
+    "bootstrap_medians",
     "compare_outputs",
     "drift_flags",
     "interleaved_order",
@@ -114,14 +115,17 @@ def bootstrap_ci(
     """Percentile-bootstrap CI of the median: resample with replacement `n_boot` times
     (numpy PCG64 seeded with `seed`), take each resample's median, and return the
     (1-level)/2 and (1+level)/2 percentiles of those medians."""
-    x = _as_samples(samples_ms)
-    medians = _boot_medians(x, np.random.default_rng(seed), n_boot)
+    medians = bootstrap_medians(samples_ms, np.random.default_rng(seed), n_boot)
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(medians, [tail, 100.0 - tail], method=PERCENTILE_METHOD)
     return float(low), float(high)
 
 
-def _boot_medians(x: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
+def bootstrap_medians(
+    samples_ms: Sequence[float], rng: np.random.Generator, n_boot: int = DEFAULT_N_BOOT,
+) -> np.ndarray:
+    """Medians of `n_boot` resamples (with replacement) drawn from `rng`."""
+    x = _as_samples(samples_ms)
     if n_boot < 1:
         raise ValueError("n_boot must be at least 1")
     n = x.size

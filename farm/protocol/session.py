@@ -16,6 +16,7 @@ a route whose runner failed while the agent is fine → `RouteFailed` (the devic
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
@@ -45,8 +46,8 @@ class AgentSession:
 
     def __init__(self, transport: Transport, agent_path: str, *, python: str | None = None,
                  workdir: str | None = None, expected_sha256: str | None = None,
-                 holder: str = "", hello_timeout_s: float = 90.0, ping_interval_s: float = 5.0,
-                 dead_after_s: float = 30.0, idle_timeout_s: float = 60.0) -> None:
+                 holder: str = "", hello_timeout_s: float = 90.0, ping_interval_s: float = 3.0,
+                 dead_after_s: float = 30.0, idle_timeout_s: float = 30.0) -> None:
         device = transport.device
         self.transport = transport
         self.device = device.name
@@ -128,7 +129,7 @@ class AgentSession:
             except EOFError:
                 failure = self._lost("agent channel closed")
                 break
-            except Exception as exc:  # noqa: BLE001 - any transport failure ends the session
+            except Exception as exc:  # any transport failure ends the session
                 failure = TransportError(f"reading from the agent failed: {exc}",
                                          device=self.device)
                 break
@@ -212,7 +213,7 @@ class AgentSession:
                     raise failure from None
                 if now > deadline:
                     raise AgentError(f"device {self.device!r}: no answer to request {rid} "
-                                     "in time")
+                                     "in time") from None
                 continue
             if message is _EOF:
                 raise self._failure or self._lost("agent channel closed")
@@ -243,14 +244,17 @@ class AgentSession:
     def ping(self) -> dict[str, Any]:
         return self._call("ping")
 
-    def run_route(self, runner: str, request: dict[str, Any], *,
-                  timeout_s: float) -> Iterator[dict[str, Any]]:
+    def run_route(self, runner: str, request: dict[str, Any], *, timeout_s: float,
+                  verify: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         """Yield the runner's events (`{"ev": ...}`); RouteFailed unless it ends `done`.
 
+        `verify` {path under the work dir: sha256}: the agent checks these files first
+        and refuses the run (AgentError) when one is missing or corrupted.
         Closing the generator early (or Ctrl-C while iterating) cancels the run.
         """
         rid = f"run-{next(self._ids)}"
-        self._send("run_route", rid, runner=runner, request=request, timeout_s=timeout_s)
+        self._send("run_route", rid, runner=runner, request=request, timeout_s=timeout_s,
+                   verify=verify or {})
         finished = False
         try:
             deadline = time.monotonic() + timeout_s + 30.0  # the agent enforces timeout_s
@@ -283,10 +287,8 @@ class AgentSession:
         """Ask the agent to kill run `rid` (best effort: the channel may be gone)."""
         if self._failure is not None or self._closed.is_set():
             return
-        try:
+        with contextlib.suppress(AgentError, TransportError):
             self._send("cancel", f"cancel-{next(self._ids)}", track=False, target=rid)
-        except (AgentError, TransportError):
-            pass
 
     # -- end -----------------------------------------------------------------------------
     def close(self, timeout_s: float = 5.0) -> None:
@@ -294,10 +296,8 @@ class AgentSession:
         if self._proc is None or self._closed.is_set():
             return
         if self._failure is None:
-            try:
+            with contextlib.suppress(AgentError, TransportError):
                 self._send("bye", f"bye-{next(self._ids)}", track=False)
-            except (AgentError, TransportError):
-                pass
         self._closed.set()
         self._proc.close(timeout=timeout_s)
 

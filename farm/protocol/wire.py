@@ -17,9 +17,11 @@ Life cycle::
 Requests (host -> agent), field `op`:
     ping                           liveness; reply `{"t": monotonic}`
     state                          reply: device state dict (see agent `read_state`)
-    run_route  route, runner, request, timeout_s
-                                   starts the route runner in a FRESH child process; its JSON
-                                   lines come back as `event`s, then one `end`
+    run_route  runner, request, timeout_s, verify
+                                   checks `verify` {path: sha256} (refuses a corrupted
+                                   artifact), then starts the route runner in a FRESH child
+                                   process; its JSON lines come back as `event`s, then one
+                                   `end`
     cancel     target              kill the child process group of run `target`
     bye                            the agent kills its children and exits
 

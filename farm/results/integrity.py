@@ -67,7 +67,7 @@ def check_store(db: sqlite3.Connection) -> IntegrityReport:
     cols = ", ".join(f'"{n}"' for n in FIELD_NAMES)
     for row in db.execute(f"SELECT {cols} FROM records ORDER BY rowid"):
         report.records_checked += 1
-        report.problems += _record_problems(dict(zip(FIELD_NAMES, row)), run_ids)
+        report.problems += _record_problems(dict(zip(FIELD_NAMES, row, strict=True)), run_ids)
     return report
 
 

@@ -14,7 +14,8 @@ The journal is WAL so `farm results` can read while a bench writes. One `ResultS
 be shared by the worker threads of a bench (a lock serialises them).
 
 Life cycle: `ResultStore(path)` opens or creates the file and checks its version ->
-`start_run` -> `add`* -> `finish_run` -> `close()` (or use it as a context manager).
+`start_run` -> `add`* [-> `set_status` of kept records] -> `finish_run` -> `close()` (or
+use it as a context manager).
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from farm.paths import state_dir
 from farm.results import provenance
 from farm.results.integrity import IntegrityReport, check_store
 from farm.results.schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION
-from farm.results.validate import RUN_STATUSES, normalize_record
+from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, normalize_record
 
 STORE_FILENAME = "results.sqlite"
-_SQL_TYPES = {"text": "TEXT", "int": "INTEGER", "real": "REAL", "json": "TEXT"}
+SQL_TYPES = {"text": "TEXT", "int": "INTEGER", "real": "REAL", "json": "TEXT"}
 JSON_FIELDS = tuple(f.name for f in FIELDS if f.type == "json")
 
 __all__ = ["RUN_STATUSES", "IntegrityReport", "ResultStore", "RunInfo", "default_store_path"]
@@ -60,18 +61,25 @@ class RunInfo:
     n_records: int
 
 
-def _create_sql() -> list[str]:
+def records_table_sql(*, if_not_exists: bool = False, link_runs: bool = True) -> str:
+    """CREATE TABLE statement of the records table, generated from `FIELDS`
+    (`link_runs`: run_id references the runs table, as in the store)."""
     cols = ",\n  ".join(
-        f'"{f.name}" {_SQL_TYPES[f.type]}'
+        f'"{f.name}" {SQL_TYPES[f.type]}'
         + (" PRIMARY KEY" if f.name == "record_id" else "")
-        + (" NOT NULL REFERENCES runs(run_id)" if f.name == "run_id" else "")
+        + (" NOT NULL" if f.name == "run_id" else "")
+        + (" REFERENCES runs(run_id)" if f.name == "run_id" and link_runs else "")
         for f in FIELDS
     )
+    return f"CREATE TABLE {'IF NOT EXISTS ' if if_not_exists else ''}records (\n  {cols}\n)"
+
+
+def _create_sql() -> list[str]:
     return [
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_utc TEXT NOT NULL, "
         "finished_utc TEXT, command TEXT NOT NULL, status TEXT NOT NULL, meta TEXT)",
-        f"CREATE TABLE records (\n  {cols}\n)",
+        records_table_sql(),
         "CREATE INDEX records_run ON records(run_id)",
     ]
 
@@ -84,9 +92,14 @@ def new_run_id() -> str:
 class ResultStore:
     """Open (or create) a store; see the module docstring for its life cycle."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, create: bool = True) -> None:
+        """`create=False` (readers such as `farm results`) refuses a missing file instead
+        of leaving an empty store behind."""
         self.path = Path(path) if path is not None else default_store_path()
         self._lock = threading.RLock()
+        if not create and not self.path.exists():
+            raise StoreError(f"no result store at {self.path}",
+                             hint="run `farm bench` first, or point --store at a store file")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(
@@ -240,6 +253,20 @@ class ResultStore:
                 raise StoreError(f"record {full['record_id']!r} not stored: {exc}") from exc
         return full
 
+    def set_status(self, record_ids: Sequence[str], status: str, detail: str | None) -> None:
+        """Re-mark stored records (e.g. "partial" once their device failed later in the
+        run), in one transaction. Only status and status_detail change: the
+        measurements of a record are never edited after it is written."""
+        if status not in RECORD_STATUSES:
+            raise StoreError(f"status {status!r} is not one of {list(RECORD_STATUSES)}")
+        with self._transaction() as db:
+            for record_id in record_ids:
+                cur = db.execute(
+                    "UPDATE records SET status = ?, status_detail = ? WHERE record_id = ?",
+                    (status, detail, record_id))
+                if cur.rowcount != 1:
+                    raise StoreError(f"record {record_id!r} is not in {self.path}")
+
     def records(self, run_id: str | None = None, **filters: Any) -> list[dict[str, Any]]:
         """Records in write order, filtered by equality on any field (a list/tuple value
         means "any of"); JSON fields are parsed."""
@@ -262,7 +289,7 @@ class ResultStore:
         return [self._decode(row) for row in rows]
 
     def _decode(self, row: Sequence[Any]) -> dict[str, Any]:
-        rec = dict(zip(FIELD_NAMES, row))
+        rec = dict(zip(FIELD_NAMES, row, strict=True))
         for name in JSON_FIELDS:
             if rec[name] is not None:
                 try:

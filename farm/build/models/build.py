@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,7 +86,8 @@ def _default_dir(out_dir: Path | str | None) -> Path:
 
 
 def _write_atomic(model: onnx.ModelProto, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
+    # unique per writer: parallel benches may build the same model at the same moment
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_bytes(model.SerializeToString())
     tmp.replace(path)
 
@@ -97,11 +100,12 @@ def _quantized(src: Path, variant: str, dst: Path) -> None:
 
 
 def build_model(preset_or_config: str | EncoderConfig, variant: str = "fp32",
-                out_dir: Path | str | None = None) -> ModelInfo:
+                out_dir: Path | str | None = None, *, name: str | None = None) -> ModelInfo:
+    """`name` labels a custom config's files (default: the matching preset, else "encoder")."""
     check_variant(variant)
     if isinstance(preset_or_config, EncoderConfig):
         config = preset_or_config
-        name = next((n for n, c in PRESETS.items() if c == config), "encoder")
+        name = name or next((n for n, c in PRESETS.items() if c == config), "encoder")
     else:
         name, config = preset_or_config, preset(preset_or_config)
     out = _default_dir(out_dir)

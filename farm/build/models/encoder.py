@@ -67,6 +67,7 @@ class _Graph:
         self.rng = np.random.default_rng(config.seed)
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
+        self.names: set[str] = set()
 
     def const(self, name: str, value: np.ndarray) -> str:
         self.inits.append(numpy_helper.from_array(value, name))
@@ -77,9 +78,12 @@ class _Graph:
         return self.const(name, (data + np.float32(mean)).astype(np.float32))
 
     def op(self, op_type: str, scope: str, inputs: list[str], tag: str = "", **attrs) -> str:
-        name = f"{scope}{tag}{op_type}"
-        if any(n.name == name for n in self.nodes[-12:]):
-            name += "_1"  # GELU's second Mul; nothing else repeats inside one scope
+        base = name = f"{scope}{tag}{op_type}"
+        suffix = 0
+        while name in self.names:  # PyTorch-style: the second Mul of a scope is Mul_1
+            suffix += 1
+            name = f"{base}_{suffix}"
+        self.names.add(name)
         out = f"{name}_output_0"
         self.nodes.append(helper.make_node(op_type, inputs, [out], name=name, **attrs))
         return out

@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -106,7 +108,7 @@ def write_inputs(model: ModelInfo | str | Path, seed: int, out_dir: Path) -> Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{hashlib.sha256(data).hexdigest()[:12]}.ftns"
     if not path.exists():
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
     return path

@@ -12,11 +12,27 @@ config.VARIANTS):
   accuracy_level=4)`: MatMuls with constant weights become MatMulNBits; activation×activation
   MatMuls (attention scores/context) stay fp32.
 The quantizers are deterministic for a given onnxruntime version (checked by the tests).
+
+Accuracy against fp32 (last_hidden_state, inputs seed 0, onnxruntime 1.32; outputs have std≈1):
+
+    preset      variant        max|err|  mean|err|  cosine
+    tiny        int8-dynamic   0.060     0.013      0.9999
+    tiny        int8-qdq       0.475     0.026      0.9994
+    tiny        int4           0.461     0.095      0.993
+    mobilebert  int8-dynamic   0.132     0.040      0.9988
+    mobilebert  int8-qdq       0.180     0.040      0.9987
+    mobilebert  int4           1.41      0.34       0.902
+
+Random Gaussian weights quantize worse than trained ones at 4 bits, and the error grows over
+24 layers (asymmetric int4 gives cosine 0.936). A handful of elements carry the max error, so
+an element-wise atol is the wrong check for quantized variants: compare mean error or cosine.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,7 +73,7 @@ def _int8_qdq(src: Path, dst: Path, calibration: list[dict[str, np.ndarray]]) ->
     )
 
     if not calibration:
-        raise BuildError(f"int8-qdq quantization of {src}: no calibration feeds were given")
+        raise BuildError("int8-qdq quantization: no calibration feeds were given")
     quantize_static(
         src, dst, _FeedReader(calibration),  # type: ignore[arg-type]
         quant_format=QuantFormat.QDQ,
@@ -103,13 +119,20 @@ def quantize(src: Path, variant: str, dst: Path,
     dst.parent.mkdir(parents=True, exist_ok=True)
     with _quiet_quantizers(), tempfile.TemporaryDirectory(dir=dst.parent, prefix=".quant-") as tmp:
         out = Path(tmp) / dst.name
+        # the quantizers write side files next to their input (<src>-inferred.onnx): give
+        # them a private copy so parallel builds of one source do not collide
+        private = Path(tmp) / f"src-{src.name}"
+        try:
+            os.link(src, private)
+        except OSError:  # another file system
+            shutil.copyfile(src, private)
         try:
             if variant == "int8-dynamic":
-                _int8_dynamic(src, out)
+                _int8_dynamic(private, out)
             elif variant == "int8-qdq":
-                _int8_qdq(src, out, calibration or [])
+                _int8_qdq(private, out, calibration or [])
             elif variant == "int4":
-                _int4(src, out)
+                _int4(private, out)
             else:
                 raise BuildError(f"no quantizer for variant {variant!r}")
         except BuildError:

@@ -81,25 +81,30 @@ class CpuMatmul(CPUScheduleRule):
         k = sch.fuse(*reduce_loops) if len(reduce_loops) > 1 else reduce_loops[0]
         sch.reorder(*spatial[: n_s - 2], io, jo, k, ii, ji)
         outer = sch.fuse(*spatial[: n_s - 2], io, jo)
+        sch.parallel(outer)
         acc = sch.cache_write(main.block_rv, 0, "local")
         sch.reverse_compute_at(acc, outer, preserve_unit_loops=True)
-        # epilogue blocks (bias add, scale, GELU) read the accumulator tile
-        epilogues = [b for b in infos[infos.index(main) + 1:]]
-        for b in reversed(epilogues):
+        # epilogue blocks (bias add, scale, GELU): inline the chain into its last block,
+        # then that block into the accumulator write-back of each tile
+        epilogues = infos[infos.index(main) + 1:]
+        for b in epilogues[:-1]:
             try:
-                sch.reverse_compute_inline(b.block_rv)
+                sch.compute_inline(b.block_rv)
+            except Exception:  # noqa: BLE001 - schedule primitives raise on mismatch
+                return None
+        if epilogues:
+            try:
+                sch.reverse_compute_inline(epilogues[-1].block_rv)
             except Exception:  # noqa: BLE001
-                try:
-                    sch.reverse_compute_at(b.block_rv, outer, preserve_unit_loops=True)
-                except Exception:  # noqa: BLE001
-                    return None
-        sch.parallel(outer)
-        init = sch.decompose_reduction(main.block_rv, k)
-        sch.vectorize(sch.get_loops(init)[-1])
+                sch.reverse_compute_at(epilogues[-1].block_rv, outer, preserve_unit_loops=True)
         sch.unroll(ii)
         sch.vectorize(ji)
         acc_loops = sch.get_loops(acc)
-        sch.vectorize(acc_loops[-1]) if len(acc_loops) > 1 else None
+        if len(acc_loops) > 1:
+            sch.vectorize(acc_loops[-1])
+        # decompose last: vectorize needs the block to still be a complete reduction
+        init = sch.decompose_reduction(main.block_rv, k)
+        sch.vectorize(sch.get_loops(init)[-1])
         return sch
 
 

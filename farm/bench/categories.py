@@ -1,0 +1,197 @@
+"""Op → category mapping for per-op profiles, one table per route.
+
+Categories: ``attention``, ``fc``, ``layernorm``, ``gelu``, ``other`` (CATEGORIES).
+`categorize(route, op, name="", input_shapes=None) -> str` decides in this order:
+
+1. **Fixed op table** (ORT_OPS, CUSTOM_OPS): op types whose meaning does not depend on where
+   they sit. Fused ORT nodes are charged to their main computation: ``Attention`` and
+   ``MultiHeadAttention`` → attention (ORT's ``Attention`` also contains the Q/K/V
+   projection GEMM, so at fusion levels that create it, fc time moves into attention: compare
+   fc+attention across optimisation levels); ``SkipLayerNormalization`` → layernorm (it absorbs
+   the residual Add and often the preceding bias Add); ``BiasGelu``/``FastGelu``/``Gelu`` →
+   gelu (absorbing the FFN bias Add); ``EmbedLayerNormalization`` → layernorm (absorbs the
+   embedding Gathers). Quantize/dequantize conversions (``QuantizeLinear``,
+   ``DequantizeLinear``, ``DynamicQuantizeLinear``) are always ``other``: they are the price of
+   the quantized format, not part of one layer.
+2. **Name scope** (SCOPE_HINTS, substrings of the node name) for the generic ops (Add, Mul,
+   Div, Reshape, Transpose, MatMul, ...): the generator in farm/build/models/encoder.py puts
+   every node under a scope, e.g. ``/layers.0/attention/core/`` (attention), ``/ffn/gelu/``
+   (gelu), ``/attention/q/`` (fc: projection MatMul and its bias Add), ``/attention/norm/``
+   (layernorm: residual Add + LayerNormalization). HF/PyTorch export scopes
+   (``/attention/self/``, ``/intermediate_act_fn/``, ``/LayerNorm/``) are covered as well.
+   ORT keeps the original name for unfused nodes and for ``<name>/MatMulAddFusion``-style
+   fusions, so scopes survive optimisation; fused nodes named ``SkipLayerNormalization_token_N``
+   are handled by step 1.
+3. **Shape pattern** for matrix products (MATMUL_LIKE) outside a known scope: a product of two
+   activations (at least two inputs of rank >= 3 in the profile's ``input_type_shape``, e.g.
+   Q·Kᵀ [1,N,S,D]×[1,N,D,S]) is attention; a product with a weight (rank-2 or initializer) is
+   fc. ORT's profile lists only non-initializer inputs, so a projection shows one input.
+4. Anything else is ``other`` (Gather embeddings, Cast, Reshape outside a scope, ...).
+
+TVM (TVM_SUBSTRINGS): kernel names are fused PrimFunc names like ``fused_matmul_add``; the
+first matching substring wins, checked in order (softmax before matmul so a fused
+matmul+softmax counts as attention), then the shape rule for matmul kernels when shapes are
+given. Custom executor (CUSTOM_OPS): the executor's own op names, exact match, then substrings.
+
+This module is stdlib-only and Python 3.8-compatible: deploy ships it next to the route
+runners (the ORT runner imports it on the device), so the device and the host categorize
+with the same table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+CATEGORIES = ("attention", "fc", "layernorm", "gelu", "other")
+
+ORT_OPS: dict[str, str] = {
+    # attention (fused and unfused parts that are never anything else)
+    "Attention": "attention",
+    "MultiHeadAttention": "attention",
+    "GroupQueryAttention": "attention",
+    "PackedAttention": "attention",
+    "PackedMultiHeadAttention": "attention",
+    "QAttention": "attention",
+    "DecoderMaskedMultiHeadAttention": "attention",
+    "SparseAttention": "attention",
+    "Softmax": "attention",
+    # fc: products with a constant weight, whatever the quantization
+    "Gemm": "fc",
+    "FusedGemm": "fc",
+    "QGemm": "fc",
+    "MatMulNBits": "fc",
+    "MatMulBnb4": "fc",
+    "DynamicQuantizeMatMul": "fc",
+    "MatMulIntegerToFloat": "fc",
+    # layernorm
+    "LayerNormalization": "layernorm",
+    "SkipLayerNormalization": "layernorm",
+    "SimplifiedLayerNormalization": "layernorm",
+    "SkipSimplifiedLayerNormalization": "layernorm",
+    "EmbedLayerNormalization": "layernorm",
+    "QEmbedLayerNormalization": "layernorm",
+    "RMSNormalization": "layernorm",
+    # gelu
+    "Gelu": "gelu",
+    "FastGelu": "gelu",
+    "BiasGelu": "gelu",
+    "QuickGelu": "gelu",
+    "Erf": "gelu",
+    # quantization format conversions
+    "QuantizeLinear": "other",
+    "DequantizeLinear": "other",
+    "DynamicQuantizeLinear": "other",
+}
+
+# ops that multiply matrices and may be either a projection (fc) or attention's Q·Kᵀ / P·V
+MATMUL_LIKE = frozenset({"MatMul", "FusedMatMul", "QLinearMatMul", "MatMulInteger"})
+
+# (substring of the node name, category); first match wins, so specific scopes come first
+SCOPE_HINTS: tuple[tuple[str, str], ...] = (
+    # farm encoder (farm/build/models/encoder.py)
+    ("/attention/core/", "attention"),
+    ("/mask/", "attention"),
+    ("/gelu/", "gelu"),
+    ("/norm/", "layernorm"),
+    ("/attention/q/", "fc"),
+    ("/attention/k/", "fc"),
+    ("/attention/v/", "fc"),
+    ("/attention/out/", "fc"),
+    ("/ffn/up/", "fc"),
+    ("/ffn/down/", "fc"),
+    # HF transformers exported by torch.onnx
+    ("/intermediate_act_fn/", "gelu"),
+    ("/LayerNorm/", "layernorm"),
+    ("/query/", "fc"),
+    ("/key/", "fc"),
+    ("/value/", "fc"),
+    ("/dense/", "fc"),
+    ("/attention/self/", "attention"),
+)
+
+TVM_SUBSTRINGS: tuple[tuple[str, str], ...] = (
+    ("softmax", "attention"),
+    ("layer_norm", "layernorm"),
+    ("rms_norm", "layernorm"),
+    ("gelu", "gelu"),
+    ("erf", "gelu"),
+    ("matmul", "fc"),
+    ("dense", "fc"),
+    ("gemm", "fc"),
+)
+TVM_MATMUL_MARKERS = ("matmul", "dense", "gemm")
+
+# custom executor op names (kernels/ and its plan); exact names first, then substrings
+CUSTOM_OPS: dict[str, str] = {
+    "embed": "other",
+    "linear": "fc",
+    "matmul": "fc",
+    "matmul_q8": "fc",
+    "matmul_q4": "fc",
+    "attention": "attention",
+    "softmax": "attention",
+    "layernorm": "layernorm",
+    "add_layernorm": "layernorm",
+    "gelu": "gelu",
+    "bias_gelu": "gelu",
+}
+CUSTOM_SUBSTRINGS: tuple[tuple[str, str], ...] = (
+    ("attn", "attention"),
+    ("softmax", "attention"),
+    ("norm", "layernorm"),
+    ("gelu", "gelu"),
+    ("matmul", "fc"),
+    ("gemm", "fc"),
+    ("linear", "fc"),
+)
+
+def _matmul_by_shape(input_shapes: Sequence[Sequence[int]] | None) -> str:
+    if input_shapes is None:
+        return "fc"
+    activations = sum(1 for shape in input_shapes if len(shape) >= 3)
+    return "attention" if activations >= 2 else "fc"
+
+
+def _ort(op: str, name: str, input_shapes: Sequence[Sequence[int]] | None) -> str:
+    if op in ORT_OPS:
+        return ORT_OPS[op]
+    for scope, category in SCOPE_HINTS:
+        if scope in name:
+            return category
+    if op in MATMUL_LIKE:
+        return _matmul_by_shape(input_shapes)
+    return "other"
+
+
+def _tvm(op: str, input_shapes: Sequence[Sequence[int]] | None) -> str:
+    lowered = op.lower()
+    for marker, category in TVM_SUBSTRINGS:
+        if marker in lowered:
+            if category == "fc" and input_shapes is not None:
+                return _matmul_by_shape(input_shapes)
+            return category
+    return "other"
+
+
+def _custom(op: str, input_shapes: Sequence[Sequence[int]] | None) -> str:
+    lowered = op.lower()
+    if lowered in CUSTOM_OPS:
+        return CUSTOM_OPS[lowered]
+    for marker, category in CUSTOM_SUBSTRINGS:
+        if marker in lowered:
+            if category == "fc" and input_shapes is not None:
+                return _matmul_by_shape(input_shapes)
+            return category
+    return "other"
+
+
+def categorize(route: str, op: str, name: str = "",
+               input_shapes: Sequence[Sequence[int]] | None = None) -> str:
+    """Category of one profiled node (see the module docstring for the rules)."""
+    if route == "ort":
+        return _ort(op, name, input_shapes)
+    if route == "tvm":
+        return _tvm(op or name, input_shapes)
+    if route == "custom":
+        return _custom(op or name, input_shapes)
+    raise ValueError(f"no op-category table for route {route!r} (known: ort, tvm, custom)")

@@ -1,0 +1,85 @@
+"""What one bench measures and how: `Policy` (MLPerf/TFLite-style stopping rules) and
+`BenchConfig` (model, routes, threads, order, pauses, timeouts).
+
+The policy travels unchanged to every route runner (`Policy.as_request()`, the
+`"policy"` object of the route-runner contract in docs/ARCHITECTURE.md) and into every
+record's `policy` field together with the seed, so a result says how it was measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from farm.bench.stats import DEFAULT_N_BOOT
+from farm.errors import UsageError
+
+KNOWN_ROUTES = ("ort", "tvm", "custom")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Warm up while (runs < warmup_runs or time < warmup_min_s); then measure while
+    (n < min_runs or elapsed < min_time_s) and elapsed < max_time_s."""
+
+    warmup_runs: int = 5
+    warmup_min_s: float = 0.5
+    min_runs: int = 50
+    min_time_s: float = 2.0
+    max_time_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.warmup_runs < 0 or self.min_runs < 1:
+            raise UsageError("--warmup must be >= 0 and --runs >= 1")
+        if min(self.warmup_min_s, self.min_time_s) < 0 or self.max_time_s <= 0:
+            raise UsageError("--warmup-time/--min-time must be >= 0 and --max-time > 0")
+        if self.max_time_s < self.min_time_s:
+            raise UsageError(f"--max-time {self.max_time_s} is below --min-time "
+                             f"{self.min_time_s}")
+
+    def as_request(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def progress(self, n: int, elapsed_s: float) -> float:
+        """Fraction of the measuring phase done (for the live view)."""
+        enough = min(n / self.min_runs, elapsed_s / self.min_time_s if self.min_time_s else 1)
+        return max(0.0, min(1.0, max(enough, elapsed_s / self.max_time_s)))
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    model: str = "tiny"
+    variant: str = "fp32"
+    routes: tuple[str, ...] = ("ort",)
+    threads: int = 1
+    policy: Policy = field(default_factory=Policy)
+    pause_s: float = 1.0
+    seed: int = 0
+    repeats: int = 1
+    profile_runs: int = 3
+    route_timeout_s: float | None = None
+    lock_wait_s: float = 0.0
+    inputs_seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.routes if r not in KNOWN_ROUTES]
+        if unknown or not self.routes:
+            raise UsageError(f"unknown route(s) {unknown or '(none)'}; "
+                             f"choose from {', '.join(KNOWN_ROUTES)}")
+        if len(set(self.routes)) != len(self.routes):
+            raise UsageError(f"route listed twice in {','.join(self.routes)}")
+        if self.threads < 1 or self.repeats < 1 or self.pause_s < 0 or self.profile_runs < 0:
+            raise UsageError("--threads and --repeats must be >= 1, --pause >= 0")
+
+    def timeout_s(self) -> float:
+        """How long one route may take before the agent kills it."""
+        if self.route_timeout_s:
+            return self.route_timeout_s
+        p = self.policy
+        return 120.0 + 2 * (p.max_time_s + p.warmup_min_s) + 10.0 * self.profile_runs
+
+    def record_policy(self) -> dict[str, Any]:
+        """The record's `policy` field: the stopping rules plus what makes stats repeatable."""
+        return {**self.policy.as_request(), "seed": self.seed, "n_boot": DEFAULT_N_BOOT,
+                "pause_s": self.pause_s, "repeats": self.repeats,
+                "profile_runs": self.profile_runs, "inputs_seed": self.inputs_seed}

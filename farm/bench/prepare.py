@@ -1,0 +1,88 @@
+"""Host-side preparation of a bench: the model file, its input tensors, the fp32 reference
+outputs every route is checked against, and what each device must receive.
+
+`prepare(config)` builds (or finds in the cache) the model and the fp32 model, writes the
+inputs as FTNS, and runs the fp32 model once with ONNX Runtime on the host: those
+outputs are the reference. `device_bundle(device, prepared)` is the deploy list: the
+agent, runners and registered artifacts (`farm.deploy.bundle_for`) plus the model under
+`models/<sha12>-<name>.onnx` and the inputs under `inputs/<sha12>.ftns`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from farm.bench.config import BenchConfig
+from farm.build.models import ModelInfo, ftns_module, resolve_model, write_inputs
+from farm.build.registry import Artifact, make_artifact
+from farm.deploy.bundle import bundle_for
+from farm.errors import BuildError
+from farm.inventory.device import Device
+from farm.paths import state_dir
+
+
+@dataclass
+class Prepared:
+    config: BenchConfig
+    model: ModelInfo
+    model_artifact: Artifact
+    inputs_artifact: Artifact
+    reference: dict[str, np.ndarray]
+    reference_label: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_label(self) -> str:
+        return self.model.name
+
+
+def reference_outputs(model_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """fp32 outputs of the model by ONNX Runtime on the host (CPU provider)."""
+    import onnxruntime as ort
+
+    try:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(str(model_path), options,
+                                       providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        values = session.run(names, feeds)
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        raise BuildError(f"computing the fp32 reference of {model_path} on the host failed: "
+                         f"{exc}", hint="check the model with `farm models check`") from exc
+    return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
+
+
+def prepare(config: BenchConfig, cache_dir: Path | None = None) -> Prepared:
+    out = cache_dir or state_dir() / "models"
+    model = resolve_model(config.model, config.variant, out)
+    fp32 = model if config.variant == "fp32" else resolve_model(config.model, "fp32", out)
+    inputs_path = write_inputs(model, config.inputs_seed, state_dir() / "inputs")
+    feeds = ftns_module().read(str(inputs_path))
+    reference = reference_outputs(fp32.path, dict(feeds))
+    model_art = make_artifact("model", model.path, "models")
+    inputs_art = make_artifact("inputs", inputs_path, "inputs", content_name=False)
+    return Prepared(config, model, model_art, inputs_art, reference,
+                    f"onnxruntime fp32 on the host ({fp32.name})")
+
+
+def device_bundle(device: Device, prepared: Prepared) -> list[Artifact]:
+    items = bundle_for(device)
+    have = {a.remote for a in items}
+    # the ORT runner maps ops to categories with farm/bench/categories.py, shipped beside it
+    categories = make_artifact("runner", Path(__file__).with_name("categories.py"), "runners",
+                               content_name=False)
+    items += [a for a in (categories, prepared.model_artifact, prepared.inputs_artifact)
+              if a.remote not in have]
+    return items
+
+
+def agent_artifact(bundle: list[Artifact]) -> Artifact:
+    for artifact in bundle:
+        if artifact.kind == "agent":
+            return artifact
+    raise BuildError("the deploy bundle has no agent (agents/farm_agent.py missing?)")

@@ -1,0 +1,99 @@
+"""Turn what one route produced on one device into a record of `farm.results.schema`.
+
+`RouteOutcome` collects the runner's events (see the route-runner contract); `make_record`
+fills every schema field the bench knows (statistics are left to the store, which computes
+them from `samples_ms` with the seed in `policy`, so they are always recomputable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from farm.bench.config import BenchConfig
+from farm.inventory.device import Device
+from farm.results.schema import empty_record
+
+
+@dataclass
+class RouteOutcome:
+    """Everything one route run reported (several repeats append to the same outcome)."""
+
+    route: str
+    samples_ms: list[float] = field(default_factory=list)
+    load_ms: float | None = None
+    first_ms: float | None = None
+    warmup_runs: int = 0
+    ops: dict[str, Any] | None = None
+    memory: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    outputs_file: str | None = None
+    state_before: dict[str, Any] | None = None
+    state_after: dict[str, Any] | None = None
+
+    def absorb(self, ev: dict[str, Any]) -> None:
+        """Apply one runner event."""
+        kind = ev["ev"]
+        if kind == "loaded":
+            self.load_ms = float(ev["load_ms"]) if self.load_ms is None else self.load_ms
+        elif kind == "first":
+            self.first_ms = float(ev["ms"]) if self.first_ms is None else self.first_ms
+        elif kind == "warmup":
+            self.warmup_runs += int(ev["runs"])
+        elif kind == "samples":
+            self.samples_ms.extend(float(x) for x in ev["ms"])
+        elif kind == "ops":
+            self.ops = {k: v for k, v in ev.items() if k != "ev"}
+        elif kind == "memory":
+            # several repeats: keep the highest peak, it is the honest one
+            old = self.memory.get("vmhwm_kb") or 0
+            if (ev.get("vmhwm_kb") or 0) >= old:
+                self.memory = {k: v for k, v in ev.items() if k != "ev"}
+        elif kind == "outputs":
+            self.outputs_file = str(ev["file"])
+        elif kind == "info":
+            self.info.update({k: v for k, v in ev.items() if k != "ev"})
+
+
+def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, route: str,
+                config: BenchConfig, model_label: str, model_hash: str | None,
+                status: str, detail: str | None = None, outcome: RouteOutcome | None = None,
+                accuracy: dict[str, Any] | None = None, drift: list[str] | None = None,
+                sizes: dict[str, Any] | None = None) -> dict[str, Any]:
+    hello = hello or {}
+    out = outcome or RouteOutcome(route)
+    build_flags = {"route": route, **{k: out.info[k] for k in
+                                      ("provider", "opt_level", "ort_version", "node_count",
+                                       "node_providers", "schedules", "runtime", "plan")
+                                      if k in out.info}}
+    return empty_record(
+        run_id=run_id,
+        agent_hash=hello.get("agent_sha256"),
+        device=device.name,
+        transport=device.transport,
+        arch=(hello.get("cpu") or {}).get("arch") or device.arch,
+        triple=device.triple,
+        cpu_info=hello.get("cpu") or {"features": list(device.features), "cores": device.cores},
+        route=route,
+        model=model_label,
+        variant=config.variant,
+        model_hash=model_hash,
+        build_flags=build_flags,
+        threads=config.threads,
+        status=status,
+        status_detail=detail,
+        load_ms=out.load_ms,
+        first_run_ms=out.first_ms,
+        warmup_runs=out.warmup_runs if outcome else None,
+        samples_ms=list(out.samples_ms) if out.samples_ms else None,
+        ops=out.ops,
+        peak_vmhwm_kb=out.memory.get("vmhwm_kb"),
+        peak_pss_kb=out.memory.get("pss_kb"),
+        memory_method=out.memory.get("method"),
+        state_before=out.state_before,
+        state_after=out.state_after,
+        drift=drift,
+        accuracy=accuracy,
+        sizes=sizes,
+        policy=config.record_policy(),
+    )

@@ -1,0 +1,128 @@
+"""Run a bench over many devices in parallel; one device failing never stops the others.
+
+Life cycle: `Bench(devices, config, store, command)` → `start(emit)` (prepares the model,
+inputs and reference on the host, opens a run in the store, starts one `DeviceRun` thread
+per device) → the caller consumes events until `running()` is false, calling
+`interrupt()` on Ctrl-C → `finish()` closes the run in the store and returns a
+`BenchResult` (run status and exit code: 0 ok, 3 some device failed or a route failed,
+130 interrupted).
+
+Events are plain dicts {"t", "device", "event", ...} pushed through `emit` from worker
+threads; views (`farm.views.live`) turn them into a picture, or into jsonl.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from farm.bench.config import BenchConfig
+from farm.bench.device_run import DeviceRun
+from farm.bench.prepare import prepare
+from farm.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
+from farm.inventory.device import Device
+from farm.results.store import ResultStore
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class BenchResult:
+    run_id: str
+    status: str                          # ok | partial | failed | interrupted (run status)
+    devices: dict[str, tuple[str, str]]  # name -> (status, detail)
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if self.status == "interrupted":
+            return EXIT_INTERRUPTED
+        return EXIT_OK if self.status == "ok" else EXIT_PARTIAL
+
+    def failures(self) -> list[str]:
+        return [f"{name}: {status}: {detail}" for name, (status, detail) in
+                sorted(self.devices.items()) if status not in ("ok",)]
+
+
+class Bench:
+    """See module docstring."""
+
+    def __init__(self, devices: Sequence[Device], config: BenchConfig, store: ResultStore,
+                 command: str | Sequence[str]) -> None:
+        self.devices = list(devices)
+        self.config = config
+        self.store = store
+        self.command = command
+        self.stop = threading.Event()
+        self.runs: list[DeviceRun] = []
+        self.threads: list[threading.Thread] = []
+        self.run_id = ""
+
+    def start(self, emit: Emit) -> str:
+        emit({"t": time.time(), "device": None, "event": "phase", "phase": "prepare",
+              "model": self.config.model, "variant": self.config.variant})
+        prepared = prepare(self.config)
+        self.run_id = self.store.start_run(self.command, meta={
+            "devices": [d.name for d in self.devices], "model": prepared.model_label,
+            "model_hash": prepared.model.sha256, "routes": list(self.config.routes),
+            "policy": self.config.record_policy(), "threads": self.config.threads})
+        emit({"t": time.time(), "device": None, "event": "run", "run_id": self.run_id,
+              "devices": [d.name for d in self.devices], "routes": list(self.config.routes),
+              "model": prepared.model_label})
+        for device in self.devices:
+            run = DeviceRun(device, prepared, self.run_id, self.store, emit, self.stop)
+            thread = threading.Thread(target=run.run, name=f"bench-{device.name}", daemon=True)
+            self.runs.append(run)
+            self.threads.append(thread)
+            thread.start()
+        return self.run_id
+
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self.threads)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self.threads:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(left)
+        return not self.running()
+
+    def interrupt(self) -> None:
+        """Stop every device now: no new route starts, running agents are closed."""
+        self.stop.set()
+        for run in self.runs:
+            run.abort()
+
+    def finish(self) -> BenchResult:
+        devices = {r.device.name: (r.status, r.detail) for r in self.runs}
+        statuses = {s for s, _ in devices.values()}
+        if self.stop.is_set():
+            status = "interrupted"
+        elif statuses <= {"ok"}:
+            status = "ok"
+        elif statuses <= {"failed"}:
+            status = "failed"
+        else:
+            status = "partial"
+        if self.run_id:
+            self.store.finish_run(self.run_id, status)
+        records = self.store.records(self.run_id) if self.run_id else []
+        return BenchResult(self.run_id, status, devices, records)
+
+
+def run_bench(devices: Sequence[Device], config: BenchConfig, store: ResultStore,
+              command: str | Sequence[str], emit: Emit | None = None) -> BenchResult:
+    """Run a whole bench without a UI (tests, scripts); Ctrl-C stops it cleanly."""
+    bench = Bench(devices, config, store, command)
+    sink = emit or (lambda _event: None)
+    try:
+        bench.start(sink)
+        while not bench.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        bench.interrupt()
+        bench.wait(30.0)
+    return bench.finish()

@@ -1,0 +1,93 @@
+"""The plan compiler's intermediate form: ops over virtual values, weights in logical form.
+
+Lowering (lower.py) emits `IrOp`s whose `ins`/`out` are virtual value ids (one per tensor
+produced) and whose FC weights are `FcWeights` in logical form, so passes (passes.py) can still
+merge matrices; `finalize` turns the result into a `Plan` (packed weights, physical buffers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from farm.build.custom import weights as W
+from farm.build.custom.plan_format import OP_FC, W_F32, W_I8, W_Q4_0, Plan, PlanOp
+
+
+@dataclass
+class FcWeights:
+    """Weights of one FC in logical form.
+
+    f32: w [K, N]; i8: w [N, K] int8 + scale [N]; q4: w = packed Q4_0 blocks [N, nb*20] uint8.
+    """
+
+    wtype: int
+    w: np.ndarray
+    scale: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.w.shape[1] if self.wtype == W_F32 else self.w.shape[0])
+
+    def concat(self, others: list[FcWeights]) -> FcWeights:
+        """Weights of [self | others...] along N (all of one wtype)."""
+        parts = [self, *others]
+        if self.wtype == W_F32:
+            return FcWeights(W_F32, np.concatenate([p.w for p in parts], axis=1))
+        w = np.concatenate([p.w for p in parts], axis=0)
+        scale = None if self.scale is None else np.concatenate([p.scale for p in parts])  # type: ignore[misc]
+        return FcWeights(self.wtype, w, scale)
+
+    def tensors(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.wtype == W_F32:
+            return W.pack_f32(self.w), None
+        if self.wtype == W_I8:
+            return self.w, self.scale
+        assert self.wtype == W_Q4_0
+        return self.w.reshape(-1), None
+
+
+@dataclass
+class IrOp:
+    kind: int
+    name: str
+    ins: list[int]
+    out: int
+    arrays: list[np.ndarray | None] = field(default_factory=list)  # non-FC tensors
+    fc: FcWeights | None = None
+    bias: np.ndarray | None = None
+    params: list[int] = field(default_factory=list)
+    floats: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Ir:
+    inputs: list[tuple[str, int]] = field(default_factory=list)
+    outputs: list[tuple[str, int]] = field(default_factory=list)  # (name, value id)
+    cols: list[int] = field(default_factory=list)                 # per value id
+    ops: list[IrOp] = field(default_factory=list)
+
+    def new_value(self, cols: int) -> int:
+        self.cols.append(int(cols))
+        return len(self.cols) - 1
+
+
+def finalize(ir: Ir, assign: dict[int, int], n_bufs_cols: list[int],
+             features: set[str]) -> Plan:
+    """Plan with tensors laid out for the kernels and values mapped to physical buffers."""
+    plan = Plan(inputs=list(ir.inputs), bufs=list(n_bufs_cols), features=set(features))
+    plan.outputs = [(name, assign[v]) for name, v in ir.outputs]
+    for op in ir.ops:
+        tens: list[int | None] = []
+        if op.kind == OP_FC:
+            assert op.fc is not None
+            w, scale = op.fc.tensors()
+            tens = [plan.add_tensor(w),
+                    None if op.bias is None else plan.add_tensor(op.bias.astype(np.float32)),
+                    None if scale is None else plan.add_tensor(scale.astype(np.float32))]
+        else:
+            tens = [None if a is None else plan.add_tensor(a) for a in op.arrays]
+        plan.ops.append(PlanOp(op.kind, op.name, [assign[v] if v >= 0 else -1 for v in op.ins],
+                               assign[op.out], tens, list(op.params), list(op.floats)))
+    return plan

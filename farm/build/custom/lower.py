@@ -1,0 +1,208 @@
+"""Lower an ONNX encoder graph to executor ops (see values.py for the pending-value scheme).
+
+Supported: Gather embeddings (+ constant position rows), the additive attention mask computed
+from an int mask input by Cast/Unsqueeze/Sub/Mul/Add/Div, MatMul with constant weights (fp32,
+or quantised here with `quant`), ORT's dynamic int8 chain (DynamicQuantizeLinear, MatMulInteger,
+Cast, Mul), MatMulNBits (4-bit), bias Add, LayerNormalization (with a residual Add fused), GELU
+as Gelu or the erf chain Div/Erf/Add/Mul/Mul, attention as Reshape/Transpose/MatMul/Div|Mul/
+Add(mask)/Softmax/MatMul/Transpose/Reshape, Identity, and any node whose inputs are all
+constant (folded with onnx's reference evaluator). Anything else raises BuildError naming the
+node and its operator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from farm.build.custom import weights as W
+from farm.build.custom.ir import FcWeights, Ir, IrOp
+from farm.build.custom.plan_format import (
+    ACT_GELU,
+    ACT_GELU_TAB,
+    ACT_NONE,
+    OP_ADD,
+    OP_EMBED,
+    OP_FC,
+    OP_GELU,
+    ROLE_IDS,
+    ROLE_MASK,
+    ROLE_OTHER,
+    ROLE_TYPE,
+    W_F32,
+    W_I8,
+    W_Q4_0,
+)
+from farm.build.custom.values import Act, Const, Embed, Gelu, Input, Lin, Sum
+from farm.errors import BuildError
+
+QUANTS = {None: None, "fp32": None, "int8": W_I8, "q4_0": W_Q4_0, "int4": W_Q4_0}
+
+
+def _attr(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _toposort(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    known = {i.name for i in graph.initializer} | {i.name for i in graph.input} | {""}
+    pending, order = list(graph.node), []
+    while pending:
+        ready = [n for n in pending if all(i in known for i in n.input)]
+        if not ready:
+            n = pending[0]
+            raise BuildError(f"node {n.name!r} ({n.op_type}): inputs never produced or a cycle")
+        for n in ready:
+            order.append(n)
+            known.update(n.output)
+        pending = [n for n in pending if n not in ready]
+    return order
+
+
+class Lowerer:
+    """Walks one graph once; `run()` returns the Ir."""
+
+    def __init__(self, model: onnx.ModelProto, quant: str | None, gelu: str) -> None:
+        if quant not in QUANTS:
+            raise BuildError(f"unknown quant {quant!r}", hint="use None, 'int8' or 'q4_0'")
+        self.model, self.graph = model, model.graph
+        self.quant = QUANTS[quant]
+        self.gelu_act = ACT_GELU_TAB if gelu == "table" else ACT_GELU
+        self.ir = Ir()
+        self.vals: dict[str, object] = {}
+        self.node: onnx.NodeProto | None = None
+
+    # -- helpers -----------------------------------------------------------------------
+    def fail(self, why: str, hint: str | None = None) -> BuildError:
+        n = self.node
+        where = f"node {n.name!r} ({n.op_type})" if n is not None else "graph"
+        return BuildError(f"custom plan: {where}: {why}", hint=hint or
+                          "the custom executor supports the BERT encoder pattern of "
+                          "farm/build/models/encoder.py; use the ort or tvm route for this model")
+
+    def get(self, name: str) -> object:
+        if name not in self.vals:
+            raise self.fail(f"input {name!r} is not available")
+        return self.vals[name]
+
+    def const(self, name: str) -> np.ndarray | None:
+        v = self.vals.get(name)
+        return v.arr if isinstance(v, Const) else None
+
+    def scalar(self, name: str) -> float | None:
+        a = self.const(name)
+        return float(a.reshape(-1)[0]) if a is not None and a.size == 1 else None
+
+    def emit(self, kind: int, name: str, ins: list[int], cols: int, **kw) -> int:
+        out = self.ir.new_value(cols)
+        self.ir.ops.append(IrOp(kind, name, ins, out, **kw))
+        return out
+
+    def act(self, v: object) -> int:
+        """Materialise a pending value; returns its value id."""
+        if isinstance(v, Act):
+            return v.value
+        if isinstance(v, Embed):
+            arrays: list[np.ndarray | None] = [t for t, _ in v.terms]
+            return self.emit(OP_EMBED, v.name, [], v.terms[0][0].shape[1], arrays=arrays,
+                             params=[s for _, s in v.terms])
+        if isinstance(v, Lin):
+            return self.emit(OP_FC, v.name, [v.x], v.fc.n, fc=v.fc, bias=v.bias,
+                             params=[v.fc.wtype, v.fc.n, self.ir.cols[v.x], v.act])
+        if isinstance(v, Sum):
+            return self.emit(OP_ADD, v.name, [v.a, v.b], self.ir.cols[v.a])
+        if isinstance(v, Gelu):
+            x = self.act(self.get(v.u))
+            return self.emit(OP_GELU, self.node.name if self.node else "gelu", [x],
+                             self.ir.cols[x], params=[int(self.gelu_act == ACT_GELU_TAB)])
+        raise self.fail(f"needs an activation but got {type(v).__name__}")
+
+    def fc(self, x: object, w: np.ndarray) -> Lin:
+        if w.ndim != 2:
+            raise self.fail(f"weight has shape {w.shape}, expected [K, N]")
+        xv = self.act(x)
+        if self.ir.cols[xv] != w.shape[0]:
+            raise self.fail(f"K mismatch: activation has {self.ir.cols[xv]}, weight {w.shape}")
+        w = w.astype(np.float32)
+        if self.quant == W_I8:
+            fcw = FcWeights(W_I8, *W.quantize_i8(w))
+        elif self.quant == W_Q4_0:
+            fcw = FcWeights(W_Q4_0, W.quantize_q4_0(w, self.node.name).reshape(w.shape[1], -1))
+        else:
+            fcw = FcWeights(W_F32, w)
+        return Lin(xv, fcw, None, ACT_NONE, self.node.name)
+
+    # -- graph walk --------------------------------------------------------------------
+    def run(self) -> Ir:
+        g = self.graph
+        for init in g.initializer:
+            self.vals[init.name] = Const(numpy_helper.to_array(init))
+        inits = {i.name for i in g.initializer}
+        for gi in (i for i in g.input if i.name not in inits):
+            et = gi.type.tensor_type.elem_type
+            if et not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+                raise BuildError(f"custom plan: graph input {gi.name!r} is not int64/int32 ids",
+                                 hint="the custom executor takes token ids and masks only")
+            low = gi.name.lower()
+            role = (ROLE_MASK if "mask" in low else ROLE_TYPE if "type" in low
+                    else ROLE_IDS if "id" in low else ROLE_OTHER)
+            self.ir.inputs.append((gi.name, role))
+            self.vals[gi.name] = Input(len(self.ir.inputs) - 1)
+        for node in _toposort(g):
+            self.node = node
+            self.visit(node)
+        self.node = None
+        for go in g.output:
+            self.ir.outputs.append((go.name, self.act(self.get(go.name))))
+        return self.ir
+
+    def visit(self, node: onnx.NodeProto) -> None:
+        ins = [self.vals.get(i) if i else None for i in node.input]
+        if ins and all(isinstance(v, Const) or v is None for v in ins) and node.domain in ("", "ai.onnx"):
+            return self.fold(node)
+        handler = getattr(self, f"op_{node.op_type}", None)
+        if handler is None:
+            raise self.fail("operator not supported by the custom executor")
+        out = handler(node, ins)
+        outs = out if isinstance(out, tuple) else (out,)
+        for name, v in zip(node.output, outs, strict=False):
+            self.vals[name] = v
+
+    def fold(self, node: onnx.NodeProto) -> None:
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {i: self.const(i) for i in node.input if i}
+        try:
+            res = ReferenceEvaluator(node).run(None, feeds)
+        except Exception as exc:
+            raise self.fail(f"cannot fold constant node: {exc}") from exc
+        for name, arr in zip(node.output, res, strict=False):
+            self.vals[name] = Const(np.asarray(arr))
+
+    from farm.build.custom.lower_ops import (  # noqa: E402  (handlers live in their own module)
+        op_Add,
+        op_Cast,
+        op_Div,
+        op_DynamicQuantizeLinear,
+        op_Erf,
+        op_Gather,
+        op_Gelu,
+        op_Identity,
+        op_LayerNormalization,
+        op_MatMul,
+        op_MatMulInteger,
+        op_MatMulNBits,
+        op_Mul,
+        op_Reshape,
+        op_Softmax,
+        op_Sub,
+        op_Transpose,
+        op_Unsqueeze,
+    )
+
+
+def lower(model: onnx.ModelProto, quant: str | None = None, gelu: str = "erf") -> Ir:
+    return Lowerer(model, quant, gelu).run()

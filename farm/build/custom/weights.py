@@ -1,0 +1,95 @@
+"""Weights into the layouts the kernels want (kernels/include/fk.h).
+
+- fp32: packed in FK_NR=16-column panels, K-major inside a panel, zero-padded past N.
+- int8: transposed to [N, K] rows with one symmetric scale per output column.
+- Q4_0: per output column, blocks of 32 weights along K: ``{float32 d; uint8 qs[16]}`` with
+  w = d * (q - 8), weight j in the low nibble of qs[j] and weight j+16 in the high nibble.
+Each format can be made from fp32 weights (``quant=...``) or converted from what ONNX Runtime's
+quantizers wrote (MatMulInteger weights, MatMulNBits blobs) so the plan computes with the very
+same quantized values as the ORT model it was built from.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from farm.errors import BuildError
+
+NR = 16
+QK = 32
+_Q4_BLOCK = np.dtype([("d", "<f4"), ("qs", "u1", (QK // 2,))])
+
+
+def pack_f32(w: np.ndarray) -> np.ndarray:
+    """[K, N] float32 -> flat panels [ceil(N/16), K, 16]."""
+    k, n = w.shape
+    panels = (n + NR - 1) // NR
+    padded = np.zeros((k, panels * NR), np.float32)
+    padded[:, :n] = w
+    return np.ascontiguousarray(padded.reshape(k, panels, NR).transpose(1, 0, 2)).reshape(-1)
+
+
+def quantize_i8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[K, N] float32 -> ([N, K] int8, [N] float32 scales), symmetric per column."""
+    amax = np.abs(w).max(axis=0).astype(np.float32)
+    scale = (amax / np.float32(127.0)).astype(np.float32)
+    inv = np.divide(np.float32(127.0), amax, out=np.zeros_like(amax), where=amax > 0)
+    q = np.rint(w * inv[None, :]).clip(-127, 127).astype(np.int8)
+    return np.ascontiguousarray(q.T), scale
+
+
+def from_matmul_integer(wq: np.ndarray, scale: np.ndarray, zp: np.ndarray | None,
+                        where: str) -> tuple[np.ndarray, np.ndarray]:
+    """ORT MatMulInteger weights [K, N] (int8/uint8, per-tensor or per-column zero point)."""
+    k, n = wq.shape
+    w = wq.astype(np.int16) - (np.zeros(1, np.int16) if zp is None else zp.astype(np.int16))
+    if w.min() < -128 or w.max() > 127:
+        raise BuildError(f"{where}: weights minus zero point do not fit int8",
+                         hint="quantize weights as QInt8 (symmetric)")
+    s = np.broadcast_to(np.asarray(scale, np.float32).reshape(-1), (n,)).astype(np.float32)
+    return np.ascontiguousarray(w.astype(np.int8).T), np.ascontiguousarray(s)
+
+
+def _pack_q4(d: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """d [N, nb] float32, q [N, nb, 32] values 0..15 -> flat uint8 blocks."""
+    n, nb, _ = q.shape
+    blocks = np.zeros((n, nb), _Q4_BLOCK)
+    blocks["d"] = d
+    blocks["qs"] = (q[:, :, : QK // 2] | (q[:, :, QK // 2 :] << 4)).astype(np.uint8)
+    return blocks.reshape(-1).view(np.uint8).copy()
+
+
+def quantize_q4_0(w: np.ndarray, where: str) -> np.ndarray:
+    """[K, N] float32 -> Q4_0 blocks (ggml's rounding: d = max / -8, q = min(15, x/d + 8.5))."""
+    k, n = w.shape
+    if k % QK:
+        raise BuildError(f"{where}: K={k} is not a multiple of {QK}, needed for 4-bit blocks",
+                         hint="build this model with quant='int8' or fp32")
+    x = np.ascontiguousarray(w.T).reshape(n, k // QK, QK)
+    idx = np.abs(x).argmax(axis=2)
+    mx = np.take_along_axis(x, idx[:, :, None], axis=2)[:, :, 0]
+    d = (mx / np.float32(-8.0)).astype(np.float32)
+    inv = np.divide(np.float32(1.0), d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(15, (x * inv[:, :, None] + np.float32(8.5)).astype(np.int8)).astype(np.uint8)
+    return _pack_q4(d, q)
+
+
+def from_matmul_nbits(blob: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None,
+                      k: int, n: int, bits: int, block: int, where: str) -> np.ndarray:
+    """ORT MatMulNBits (4-bit, block 32, symmetric) -> Q4_0 blocks, values unchanged."""
+    if bits != 4 or block != QK or k % QK:
+        raise BuildError(f"{where}: MatMulNBits with bits={bits}, block_size={block}, K={k}",
+                         hint="only 4-bit, block_size=32, K a multiple of 32 is supported")
+    nb = k // QK
+    raw = np.asarray(blob, np.uint8).reshape(n, nb, QK // 2)
+    q = np.empty((n, nb, QK), np.uint8)
+    q[:, :, 0::2] = raw & 0x0F  # element 2i in the low nibble of byte i
+    q[:, :, 1::2] = raw >> 4
+    if zero_points is not None:
+        zp = np.asarray(zero_points).reshape(n, -1).astype(np.uint8)
+        nibbles = np.stack([zp & 0x0F, zp >> 4], axis=2).reshape(n, -1)[:, :nb]
+        if not np.all(nibbles == 8):
+            raise BuildError(f"{where}: asymmetric 4-bit weights (zero points != 8)",
+                             hint="quantize with is_symmetric=True")
+    d = np.asarray(scales, np.float32).reshape(n, nb)
+    return _pack_q4(d, q)

@@ -1,0 +1,253 @@
+"""The one place farm touches the TVM Python API (Apache TVM 0.27, tvm-ffi 0.1.14).
+
+Every other module of farm calls the functions below and never imports `tvm`, so the next
+TVM release (0.20-0.27 moved relay→relax, meta_schedule→s_tir.meta_schedule, tir→tirx,
+contrib→support, nd→runtime.tensor) changes this file and `api_rules.py` only.
+`import tvm` costs ~2 s and ~200 MB, so it happens lazily on the first call.
+
+Sections: facts (version, host CPU, ONNX ops) · compile (import, lower, schedule, export) ·
+tuning (MetaSchedule) · RPC (tracker queries, sessions, on-device timing).
+Errors surface as `BuildError` (build/tune) or `TransportError` (RPC) with the TVM message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from farm.errors import BuildError, TransportError
+
+Progress = Callable[[str, float], None]
+
+
+def _tvm() -> ModuleType:
+    try:
+        return importlib.import_module("tvm")
+    except ImportError as exc:
+        raise BuildError(f"Apache TVM is not importable: {exc}",
+                         hint="pip install 'apache-tvm==0.27.0.post1' "
+                              "'apache-tvm-ffi==0.1.14.post1' (extra `farm[tvm]`)") from exc
+
+
+# ---------------------------------------------------------------- facts
+def tvm_version() -> str:
+    return str(_tvm().__version__)
+
+
+def host_cpu() -> str:
+    """LLVM's name for this machine's CPU (e.g. znver4), for `mcpu` of the local target."""
+    _tvm()
+    from tvm.target import codegen
+    return str(codegen.llvm_get_system_cpu())
+
+
+def supported_onnx_ops() -> frozenset[str]:
+    """ONNX op types the Relax ONNX frontend converts (any domain)."""
+    _tvm()
+    from tvm.relax.frontend.onnx import onnx_frontend
+    return frozenset(onnx_frontend._get_convert_map())
+
+
+def make_target(spec: dict[str, Any]) -> Any:
+    """A `tvm.target.Target` from farm's dict form (strings with options are rejected in 0.27)."""
+    try:
+        return _tvm().target.Target(dict(spec))
+    except Exception as exc:
+        raise BuildError(f"TVM rejected target {spec}: {exc}") from exc
+
+
+# ---------------------------------------------------------------- compile
+def import_onnx(model_path: Path) -> Any:
+    """Relax IRModule of an ONNX file, weights bound as constants."""
+    import onnx
+    _tvm()
+    from tvm.relax.frontend.onnx import from_onnx
+    try:
+        return from_onnx(onnx.load(str(model_path)), keep_params_in_input=False)
+    except Exception as exc:
+        raise BuildError(f"TVM could not import {model_path}: {exc}".splitlines()[0],
+                         hint="check the model with `farm models check`; TVM takes fp32, "
+                              "int8-dynamic and int8-qdq encoder variants") from exc
+
+
+def lower_to_kernels(mod: Any, target: Any, *, fusion: bool) -> Any:
+    """Legalize Relax ops to TIR kernels (and fuse them unless `fusion` is off).
+
+    The same lowering feeds the build and the tuner, so tuned kernels match built ones.
+    """
+    tvm = _tvm()
+    from tvm import relax
+    passes = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(),
+              relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+              relax.transform.FoldConstant()]
+    if fusion:
+        passes += [relax.transform.FuseOps(), relax.transform.FuseTIR()]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
+@dataclass
+class Compiled:
+    executable: Any
+    # kernel (global symbol) -> {"schedule": source, "op": name, "has_weight": bool}
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _kernel_calls(mod: Any) -> dict[str, bool]:
+    """Kernel name -> whether any call site passes a constant (a weight) to it."""
+    tvm = _tvm()
+    from tvm import relax
+    calls: dict[str, bool] = {}
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    constant = tvm.ir.expr.Constant  # relax.Constant moved to tvm.ir in 0.27
+
+    def visit(expr: Any) -> None:
+        if isinstance(expr, relax.Call) and expr.op.same_as(call_tir) and \
+                isinstance(expr.args[0], relax.GlobalVar):
+            args = expr.args[1].fields if isinstance(expr.args[1], relax.Tuple) else []
+            name = expr.args[0].name_hint
+            calls[name] = calls.get(name, False) or any(isinstance(a, constant) for a in args)
+
+    for _gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return calls
+
+
+def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | None,
+                  progress: Progress | None = None) -> Compiled:
+    """Compile a Relax module with farm's CPU pipeline; record each kernel's schedule source.
+
+    Schedule sources, in order of preference: `tuning-db` (MetaSchedule records),
+    `default:<Rule>` (farm's CpuMatmul/CpuInjective, dlight's GEMV/Reduction), `none` (naive).
+    """
+    tvm = _tvm()
+    from tvm import relax, tirx
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+    from tvm.s_tir import dlight
+
+    from farm.build.tvm import api_rules
+    rules = [api_rules.CpuMatmul(), dlight.cpu.GEMV(), dlight.cpu.Reduction(),
+             api_rules.CpuInjective()]
+    kernels: dict[str, dict[str, Any]] = {}
+
+    def schedule(mod: Any) -> Any:
+        for name, has_weight in _kernel_calls(mod).items():
+            kernels[name] = {"schedule": "none", "op": name, "has_weight": has_weight}
+        if database_dir is not None:
+            mod = relax.transform.MetaScheduleApplyDatabase(str(database_dir))(mod)
+        updates = {}
+        for gv, func in mod.functions_items():
+            if not isinstance(func, tirx.PrimFunc):
+                continue
+            info = kernels.setdefault(gv.name_hint, {"op": gv.name_hint, "has_weight": False})
+            if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
+                info["schedule"] = "tuning-db"
+                continue
+            info["schedule"] = "none"
+            for rule in rules:
+                try:
+                    sch = rule.apply(func, target, False)
+                except Exception:  # a rule that trips on an odd kernel must not fail the build
+                    sch = None
+                if sch is not None:
+                    sch = sch[0] if isinstance(sch, list) else sch
+                    updates[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+                    info["schedule"] = f"default:{type(rule).__name__}"
+                    break
+        for gv, func in updates.items():
+            mod[gv] = func
+        return mod
+
+    @tvm.transform.module_pass(opt_level=0)
+    def pipeline(mod: Any, _ctx: Any) -> Any:
+        with target:
+            mod = lower_to_kernels(mod, target, fusion=fusion)
+            if progress:
+                progress("schedule", 0.4)
+            mod = schedule(mod)
+            if progress:
+                progress("codegen", 0.6)
+            return tvm.transform.Sequential(cpu.dataflow_lower_passes(target)
+                                            + cpu.finalize_passes(target))(mod)
+
+    try:
+        executable = tvm.compile(mod, target, relax_pipeline=pipeline)
+    except Exception as exc:
+        raise BuildError(f"TVM compilation failed for target {target}: "
+                         f"{str(exc).strip().splitlines()[-1]}") from exc
+    return Compiled(executable, kernels)
+
+
+def export_library(compiled: Compiled, path: Path, *, cross_cc: str | None) -> None:
+    """Write a shared library: natively, or through a cross compiler (e.g. aarch64-linux-gnu-gcc)."""
+    _tvm()
+    from tvm.support import cc
+    kwargs = {"fcompile": cc.cross_compiler(cross_cc)} if cross_cc else {}
+    try:
+        compiled.executable.export_library(str(path), **kwargs)
+    except Exception as exc:
+        raise BuildError(f"exporting {path} failed: {str(exc).strip().splitlines()[-1]}",
+                         hint=f"is {cross_cc or 'the host compiler'} installed?") from exc
+
+
+# ---------------------------------------------------------------- RPC
+def tracker_summary(host: str, port: int) -> dict[str, Any]:
+    """The tracker's {"server_info": [...], "queue_info": {...}}."""
+    _tvm()
+    from tvm import rpc
+    try:
+        tracker = rpc.connect_tracker(host, port)
+        try:
+            return dict(tracker.summary())
+        finally:
+            tracker.close()
+    except Exception as exc:
+        raise TransportError(f"TVM RPC tracker {host}:{port} did not answer: {exc}",
+                             hint="farm tracker start / farm tracker status") from exc
+
+
+def rpc_request(host: str, port: int, key: str, *, priority: int = 1,
+                session_timeout: float = 0) -> Any:
+    """A session on a server registered under `key`; blocks while every such server is busy
+    (the tracker queues requests by priority, so sessions never collide)."""
+    _tvm()
+    from tvm import rpc
+    try:
+        return rpc.connect_tracker(host, port).request(
+            key, priority=priority, session_timeout=session_timeout)
+    except Exception as exc:
+        raise TransportError(f"no TVM RPC session for key {key!r} from {host}:{port}: {exc}",
+                             hint="is an RPC server registered? farm tracker status") from exc
+
+
+def remote_vm_run(remote: Any, lib_path: Path, inputs: list[Any], *, number: int, repeat: int,
+                  min_repeat_ms: int = 0) -> tuple[list[float], list[Any], dict[str, float]]:
+    """Upload and load a library on the session's device, run `main` once for its outputs,
+    then time it ON the device with `time_evaluator`: (per-repeat ms, numpy outputs, phases)."""
+    import time
+
+    tvm = _tvm()
+    from tvm import relax
+    phases: dict[str, float] = {}
+    started = time.monotonic()
+    remote.upload(str(lib_path))
+    phases["upload_s"] = time.monotonic() - started
+    started = time.monotonic()
+    dev = remote.cpu()
+    vm = relax.VirtualMachine(remote.load_module(lib_path.name), dev)
+    args = [tvm.runtime.tensor(a, dev) for a in inputs]
+    phases["load_s"] = time.monotonic() - started
+    result = vm["main"](*args)
+    items = result if isinstance(result, tvm.runtime.Tensor) is False and \
+        hasattr(result, "__len__") else [result]
+    outputs = [item.numpy() for item in items]
+    timer = vm.time_evaluator("main", dev, number=number, repeat=repeat,
+                              min_repeat_ms=min_repeat_ms)
+    times_ms = [t * 1000.0 for t in timer(*args).results]
+    return times_ms, outputs, phases

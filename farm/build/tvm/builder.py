@@ -1,0 +1,189 @@
+"""`build_tvm`: ONNX model + device -> a content-addressed TVM shared library (+ sidecar).
+
+Artifacts live in `.farm/artifacts/tvm/<key>/` as `model.so` and `model.so.json`. The key
+is sha256 over: model sha256, target spec (canonical JSON), TVM version, tuning-database hash,
+fusion flag, and the source of farm's TVM modules (the default schedules are code). A key
+that exists is reused without compiling. The sidecar is what the device-side runner reads:
+output names, and per kernel its category (attention/fc/layernorm/gelu/other), schedule
+source (tuning-db, default:<Rule>, none) and op name.
+
+An operator the TVM ONNX frontend lacks (e.g. MatMulNBits from the int4 variant) is a
+BuildError naming it before any compilation starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from farm.build import registry
+from farm.build.tvm import api
+from farm.build.tvm.target import cross_compiler, spec_json, target_spec
+from farm.build.tvm.tuning_db import database_hash, default_database_dir
+from farm.errors import BuildError
+from farm.inventory.device import Device
+from farm.paths import state_dir
+
+TVM_VARIANTS = "fp32, int8-dynamic, int8-qdq"
+_CODE_FILES = ("api.py", "api_rules.py", "builder.py", "target.py")
+
+
+@dataclass(frozen=True)
+class TvmArtifact:
+    path: Path                          # the shared library
+    key: str                            # content address (sha256 hex)
+    target: dict[str, Any]              # the TVM dict target it was compiled for
+    schedule_sources: dict[str, str]    # kernel -> tuning-db | default:<Rule> | none
+    build_s: float                      # compile time (0.0 when served from the cache)
+    size_bytes: int
+    meta_path: Path | None = None       # sidecar JSON read by the runner
+    cached: bool = False
+
+
+def kernel_category(name: str, has_weight: bool) -> str:
+    """Category of a TVM kernel from its (fused) name: the op names joined by `_`."""
+    if "matmul" in name or "dense" in name:
+        return "fc" if has_weight else "attention"
+    if "softmax" in name:
+        return "attention"
+    if "layer_norm" in name or "rms_norm" in name:
+        return "layernorm"
+    if "erf" in name or "gelu" in name or "tanh" in name:
+        return "gelu"
+    return "other"
+
+
+def check_operators(model: onnx.ModelProto, model_path: Path) -> None:
+    missing = sorted({n.op_type for n in model.graph.node} - api.supported_onnx_ops())
+    if missing:
+        raise BuildError(
+            f"{model_path.name}: TVM {api.tvm_version()}'s ONNX frontend does not support "
+            f"operator(s) {', '.join(missing)}; the TVM route cannot build this model",
+            hint=f"build one of the variants TVM takes ({TVM_VARIANTS}); the other routes "
+                 "still run this one")
+
+
+def _sha256(path: Path) -> str:
+    return registry.sha256_file(path)
+
+
+def _code_hash() -> str:
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in _CODE_FILES:
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def artifact_key(model_sha: str, spec: dict[str, Any], tvm_version: str, db_hash: str | None,
+                 fusion: bool) -> str:
+    parts = {"model": model_sha, "target": spec_json(spec), "tvm": tvm_version,
+             "tuning_db": db_hash, "fusion": fusion, "code": _code_hash()}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _load_cached(meta_path: Path, lib: Path) -> TvmArtifact:
+    meta = json.loads(meta_path.read_text())
+    return TvmArtifact(lib, meta["key"], meta["target"],
+                       {k: v["schedule"] for k, v in meta["kernels"].items()},
+                       0.0, lib.stat().st_size, meta_path, cached=True)
+
+
+def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
+              tuning_db: str | Path | None = None, use_tuning: bool = True,
+              progress: Callable[[str, float], None] | None = None) -> TvmArtifact:
+    """Compile `model_path` for `device`; reuse the cached artifact when the key matches.
+
+    `tuning_db`: a MetaSchedule database directory; None looks up the one `farm tune` keeps
+    for this model and target. `use_tuning=False` ignores any database (the default build).
+    `progress(stage, fraction)` is called as the build advances.
+    """
+    model_path = Path(model_path)
+    if not model_path.is_file():
+        raise BuildError(f"model {model_path} does not exist", hint="build it with `farm models`")
+    report = progress or (lambda _stage, _fraction: None)
+    report("check", 0.0)
+    model = onnx.load(str(model_path), load_external_data=False)
+    check_operators(model, model_path)
+    spec = target_spec(device, api.host_cpu() if device.is_local else None)
+    model_sha = _sha256(model_path)
+    db_dir: Path | None = None
+    if use_tuning:
+        db_dir = Path(tuning_db) if tuning_db else default_database_dir(model_sha, spec)
+        if tuning_db and not db_dir.is_dir():
+            raise BuildError(f"tuning database {db_dir} does not exist")
+        if database_hash(db_dir) is None:
+            db_dir = None
+    key = artifact_key(model_sha, spec, api.tvm_version(),
+                       database_hash(db_dir) if db_dir else None, fusion)
+    out_dir = state_dir() / "artifacts" / "tvm" / key[:24]
+    lib, meta_path = out_dir / "model.so", out_dir / "model.so.json"
+    if lib.is_file() and meta_path.is_file():
+        report("cached", 1.0)
+        return _register(_load_cached(meta_path, lib), device)
+
+    started = time.monotonic()
+    report("import", 0.1)
+    mod = api.import_onnx(model_path)
+    target = api.make_target(spec)
+    compiled = api.compile_model(mod, target, fusion=fusion, database_dir=db_dir,
+                                 progress=report)
+    report("export", 0.8)
+    tmp_dir = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir(parents=True)
+    api.export_library(compiled, tmp_dir / "model.so",
+                       cross_cc=cross_compiler(device, _host_arch()))
+    build_s = time.monotonic() - started
+    kernels = {name: {"schedule": info["schedule"], "op": info["op"],
+                      "category": kernel_category(name, info["has_weight"])}
+               for name, info in sorted(compiled.kernels.items())}
+    meta = {"version": 1, "key": key, "target": spec, "tvm": api.tvm_version(),
+            "model": model_path.name, "model_sha256": model_sha, "fusion": fusion,
+            "tuning_db": str(db_dir) if db_dir else None, "build_s": round(build_s, 3),
+            "outputs": [o.name for o in model.graph.output],
+            "schedule_counts": dict(Counter(k["schedule"] for k in kernels.values())),
+            "kernels": kernels}
+    (tmp_dir / "model.so.json").write_text(json.dumps(meta, indent=1))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp_dir.replace(out_dir)
+    report("done", 1.0)
+    artifact = TvmArtifact(lib, key, spec, {k: v["schedule"] for k, v in kernels.items()},
+                           build_s, lib.stat().st_size, meta_path)
+    return _register(artifact, device)
+
+
+def _host_arch() -> str:
+    machine = platform.machine()
+    return "aarch64" if machine in ("arm64", "aarch64") else machine
+
+
+def _register(artifact: TvmArtifact, device: Device) -> TvmArtifact:
+    """List the library and its sidecar for `farm deploy` (sidecar named `<lib remote>.json`)."""
+    lib = registry.register(registry.make_artifact(
+        "tvm-lib", artifact.path, "artifacts", target=device.arch,
+        name=f"tvm-{artifact.key[:12]}.so"))
+    if artifact.meta_path is not None:
+        registry.register(registry.make_artifact(
+            "tvm-meta", artifact.meta_path, "artifacts", target=device.arch,
+            name=Path(lib.remote).name + ".json", content_name=False))
+    return artifact
+
+
+def artifact_summary(artifact: TvmArtifact) -> dict[str, Any]:
+    """JSON-able description (for `farm build --output json` and records)."""
+    data = asdict(artifact)
+    data["path"], data["meta_path"] = str(artifact.path), str(artifact.meta_path)
+    data["schedule_counts"] = dict(Counter(artifact.schedule_sources.values()))
+    return data

@@ -1,0 +1,115 @@
+"""`farm bench` — measure a model on devices, live, and keep every result.
+
+Devices run in parallel; the live view (stdout on a terminal) shows each one; without a
+terminal the bench's events print as jsonl. With `--output json|jsonl|csv|md` stdout holds
+only the final records (progress goes to stderr when that is a terminal). Exit codes:
+0 all ok, 3 a device or route failed (the rest is kept), 130 Ctrl-C (measured results
+kept, no agent left running), 1 error before anything was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import queue
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
+from farm.bench.runner import Bench, BenchResult
+from farm.errors import EXIT_INTERRUPTED
+from farm.inventory import load_inventory
+from farm.results.printers import format_records, render_results
+from farm.results.store import ResultStore
+from farm.views.live import run_ui
+
+OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmark a model on devices (live view)")
+    p.add_argument("--device", action="append", dest="devices", metavar="NAME",
+                   help="device to bench (repeatable; default: local)")
+    p.add_argument("--all", action="store_true", help="every device of the inventory")
+    p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
+    p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
+    p.add_argument("--routes", default="ort", help=f"comma list of {','.join(KNOWN_ROUTES)}")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
+    d = Policy()
+    p.add_argument("--runs", type=int, default=d.min_runs, help="minimum measured runs")
+    p.add_argument("--min-time", type=float, default=d.min_time_s, help="minimum seconds")
+    p.add_argument("--max-time", type=float, default=d.max_time_s, help="maximum seconds")
+    p.add_argument("--warmup", type=int, default=d.warmup_runs, help="warm-up runs")
+    p.add_argument("--warmup-time", type=float, default=d.warmup_min_s,
+                   help="minimum warm-up seconds")
+    p.add_argument("--pause", type=float, default=1.0, help="seconds between routes")
+    p.add_argument("--seed", type=int, default=0, help="route order and bootstrap seed")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="rounds of all routes (samples of a route are pooled)")
+    p.add_argument("--profile-runs", type=int, default=3, help="per-op profiling runs")
+    p.add_argument("--route-timeout", type=float, default=None,
+                   help="kill a route after this many seconds (default from --max-time)")
+    p.add_argument("--lock-wait", type=float, default=0.0,
+                   help="wait this long for a device another bench holds (default: fail)")
+    p.add_argument("--output", choices=OUTPUTS, default="table")
+    p.add_argument("--store", metavar="FILE",
+                   help="result store (default: .farm/results.sqlite, or $FARM_HOME)")
+    p.set_defaults(func=run)
+
+
+def config_from(args: argparse.Namespace) -> BenchConfig:
+    policy = Policy(warmup_runs=args.warmup, warmup_min_s=args.warmup_time,
+                    min_runs=args.runs, min_time_s=args.min_time, max_time_s=args.max_time)
+    routes = tuple(r.strip() for r in args.routes.split(",") if r.strip())
+    return BenchConfig(model=args.model, variant=args.variant, routes=routes,
+                       threads=args.threads, policy=policy, pause_s=args.pause,
+                       seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
+                       route_timeout_s=args.route_timeout, lock_wait_s=args.lock_wait)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    devices = load_inventory(args.inventory).select(args.devices, args.all)
+    out = Console(highlight=False) if sys.stdout.isatty() else Console(width=160)
+    err = Console(stderr=True, highlight=False)
+    # the live picture goes where a human looks; machine output keeps stdout clean
+    live = out if args.output == "table" else err
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    quiet = args.output != "table" and not err.is_terminal
+    emit = (lambda _e: None) if quiet else events.put
+    with ResultStore(args.store) as store:
+        bench = Bench(devices, config, store, ["farm", *sys.argv[1:]])
+        try:
+            bench.start(emit)
+            run_ui(events, lambda: not bench.running(), live)
+        except KeyboardInterrupt:
+            err.print("[yellow]farm: interrupted: stopping agents, keeping what was "
+                      "measured…[/]")
+            bench.interrupt()
+            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
+                bench.wait(30.0)
+        result = bench.finish()
+        report(result, args.output, out, err, store)
+    return EXIT_INTERRUPTED if result.status == "interrupted" else result.exit_code
+
+
+def report(result: BenchResult, output: str, out: Console, err: Console,
+           store: ResultStore) -> None:
+    if not result.run_id:
+        return
+    if output == "table":
+        out.print(render_results(result.records, title=f"run {result.run_id}"))
+    else:
+        sys.stdout.write(format_records(result.records, output))
+        sys.stdout.flush()
+    for line in result.failures():
+        err.print(f"[red]farm: {line}[/]", markup=True, highlight=False)
+    bad = [r for r in result.records if r["status"] not in ("ok",)]
+    for r in bad:
+        err.print(f"farm: {r['device']}/{r['route']}: {r['status']}: {r['status_detail']}",
+                  markup=False, highlight=False)
+    err.print(f"farm: run {result.run_id} {result.status}; {len(result.records)} record(s) "
+              f"in {store.path} (`farm results show {result.run_id}`)",
+              markup=False, highlight=False)

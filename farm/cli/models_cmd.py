@@ -1,0 +1,95 @@
+"""`farm models list` shows presets and variants; `farm models build` builds them (cached)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from farm.build.models import PRESETS, VARIANTS, build_model, resolve_model
+from farm.build.models.config import preset
+from farm.errors import UsageError
+from farm.paths import state_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("models", help="list and build benchmark models")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    listing = actions.add_parser("list", help="presets, variants and models already built")
+    listing.add_argument("--output", choices=["table", "json"], default="table")
+    listing.set_defaults(func=run_list)
+    build = actions.add_parser("build", help="build a preset (or quantize an .onnx file)")
+    build.add_argument("model", metavar="PRESET|FILE.onnx")
+    build.add_argument("--variant", action="append", choices=list(VARIANTS),
+                       help="variant to build (repeatable; default fp32)")
+    build.add_argument("--all-variants", action="store_true", help="build every variant")
+    build.add_argument("--seq", type=int, help="override the preset's sequence length")
+    build.add_argument("--output", choices=["table", "json"], default="table")
+    build.set_defaults(func=run_build)
+    parser.set_defaults(func=run_list, output="table")
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    built = sorted((state_dir() / "models").glob("*.onnx"))
+    if args.output == "json":
+        print(json.dumps({
+            "presets": {n: {**c.to_dict(), "params": c.params(), "macs": c.macs()}
+                        for n, c in PRESETS.items()},
+            "variants": VARIANTS,
+            "built": [{"file": str(p), "bytes": p.stat().st_size} for p in built],
+        }, indent=2))
+        return 0
+    console = Console()
+    presets = Table(title="presets (BERT-shaped encoder, batch 1)")
+    for col in ("preset", "layers×hidden/heads, ffn, seq, vocab", "params", "GMACs", "fp32"):
+        presets.add_column(col, justify="left" if col[0] in "pl" else "right")
+    for name, c in PRESETS.items():
+        shape = f"{c.layers}×{c.hidden}/{c.heads}, {c.ffn}, {c.seq}, {c.vocab}"
+        presets.add_row(name, shape, f"{c.params() / 1e6:.2f} M", f"{c.macs() / 1e9:.3f}",
+                        "≈ " + _mb(4 * c.params()))
+    console.print(presets)
+    variants = Table(title="variants")
+    variants.add_column("variant")
+    variants.add_column("what")
+    for name, what in VARIANTS.items():
+        variants.add_row(name, what)
+    console.print(variants)
+    if built:
+        cache = Table(title=f"built ({state_dir() / 'models'})")
+        cache.add_column("file")
+        cache.add_column("size", justify="right")
+        for p in built:
+            cache.add_row(p.name, _mb(p.stat().st_size))
+        console.print(cache)
+    return 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    variants = list(VARIANTS) if args.all_variants else (args.variant or ["fp32"])
+    if args.seq is not None:
+        if args.model not in PRESETS:
+            raise UsageError("--seq applies to presets only, not to an .onnx file")
+        config = dataclasses.replace(preset(args.model), seq=args.seq)
+        infos = [build_model(config, v, name=f"{args.model}-s{args.seq}") for v in variants]
+    else:
+        infos = [resolve_model(args.model, v) for v in variants]
+    if args.output == "json":
+        print(json.dumps([{"path": str(i.path), "sha256": i.sha256, "preset": i.preset,
+                           "variant": i.variant, "bytes": i.size_bytes,
+                           "config": i.config.to_dict() if i.config else None}
+                          for i in infos], indent=2))
+        return 0
+    table = Table(title=f"models for {args.model}")
+    for col in ("variant", "sha256", "size", "path"):
+        table.add_column(col)
+    for i in infos:
+        table.add_row(i.variant, i.sha256[:12], _mb(i.size_bytes), str(i.path))
+    Console().print(table)
+    return 0

@@ -1,0 +1,71 @@
+"""`farm report [RUN ...|--latest]` — the triangle report of stored runs.
+
+RUN is a run id, a unique prefix of one, or "latest"; several runs are analysed together
+(their records of one configuration are pooled). `--output table` prints rich tables,
+md/csv/json print the same tables as text on stdout; `--html FILE` also writes the
+self-contained HTML page. Every number comes from the stored raw records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+
+from farm.errors import UsageError
+from farm.report.analysis import load_report
+from farm.report.html import write_html
+from farm.report.outputs import TEXT_FORMATS, format_report
+from farm.report.terminal import print_report
+from farm.results.store import ResultStore
+
+OUTPUTS = ["table", *TEXT_FORMATS]
+
+
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared with `farm triangle`, which renders the report it just measured."""
+    parser.add_argument("--output", choices=OUTPUTS, default="table",
+                        help="table (rich, default), md, csv (tidy: one line per cell), json")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write the report as one self-contained HTML page")
+    parser.add_argument("--store", metavar="FILE",
+                        help="result store (default: $FARM_HOME/results.sqlite, else "
+                             "./.farm/results.sqlite)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="triangle report (latency, per-op, fusion, memory, "
+                                      "size, decision matrix) of stored runs")
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="run id, unique prefix or 'latest' (several: analysed together)")
+    p.add_argument("--latest", action="store_true", help="the most recent run")
+    add_report_options(p)
+    p.set_defaults(func=run)
+
+
+def console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def render(store: ResultStore, run_ids: list[str], output: str, html: str | None) -> None:
+    """Print the report of resolved `run_ids` and write the HTML page when asked."""
+    report = load_report(store, run_ids)
+    if output == "table":
+        print_report(report, console())
+    else:
+        sys.stdout.write(format_report(report, output))
+        sys.stdout.flush()
+    if html:
+        path = write_html(report, html)
+        print(f"farm: HTML report written to {path}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.latest and args.runs:
+        raise UsageError("give run ids or --latest, not both")
+    wanted = args.runs or ["latest"]
+    with ResultStore(args.store, create=False) as store:
+        run_ids = list(dict.fromkeys(store.resolve_run(r) for r in wanted))
+        render(store, run_ids, args.output, args.html)
+    return 0

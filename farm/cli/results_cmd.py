@@ -1,0 +1,118 @@
+"""`farm results list|show|check` — read the result store.
+
+`list` prints every run; `show RUN` prints a run's records (RUN: an id, a unique prefix
+of one, or "latest"), optionally filtered by device/route and with chosen columns, as a
+table, md, csv, json, jsonl or sql;
+`check` runs the store's integrity check (exit 1 when it finds problems).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+
+from farm.errors import StoreError, UsageError
+from farm.results.printers import (
+    SUMMARY_COLUMNS,
+    format_records,
+    format_runs,
+    render_results,
+    render_runs,
+    resolve_columns,
+)
+from farm.results.store import ResultStore
+
+OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
+
+
+def console() -> Console:
+    """The terminal's width on a TTY; 160 columns when piped, so tables stay legible."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="FILE",
+                        help="result store file (default: $FARM_HOME/results.sqlite, "
+                             "else ./.farm/results.sqlite)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("results", help="list and show stored benchmark results")
+    parser.set_defaults(func=lambda args: _usage(parser))
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    lst = actions.add_parser("list", help="every run in the store")
+    lst.add_argument("--output", choices=OUTPUTS, default="table")
+    add_store_option(lst)
+    lst.set_defaults(func=run_list)
+    show = actions.add_parser("show", help="the records of one run")
+    show.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'latest'")
+    show.add_argument("--output", choices=[*OUTPUTS, "sql"], default="table",
+                      help="sql: CREATE TABLE + INSERT statements with every field")
+    show.add_argument("--columns", metavar="A,B,...",
+                      help="columns to print: record field names or 'ci95' "
+                           "(default: a summary for table/md, every field for csv/json/jsonl)")
+    show.add_argument("--device", action="append", help="only this device (repeatable)")
+    show.add_argument("--route", action="append", help="only this route (repeatable)")
+    add_store_option(show)
+    show.set_defaults(func=run_show)
+    check = actions.add_parser("check", help="integrity check of the store")
+    add_store_option(check)
+    check.set_defaults(func=run_check)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    raise UsageError("choose an action: list, show or check")
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with ResultStore(args.store, create=False) as store:
+        runs = store.runs()
+    if args.output == "table":
+        console().print(render_runs(runs))
+    else:
+        sys.stdout.write(format_runs(runs, args.output))
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    filters = {}
+    if args.device:
+        filters["device"] = args.device
+    if args.route:
+        filters["route"] = args.route
+    try:
+        columns = resolve_columns(args.columns) if args.columns else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    with ResultStore(args.store, create=False) as store:
+        run_id = store.resolve_run(args.run)
+        records = store.records(run_id, **filters)
+        status = next(r.status for r in store.runs() if r.run_id == run_id)
+    keys = [c.key for c in columns] if columns else None
+    if args.output == "table":
+        title = f"run {run_id} ({status}, {len(records)} record(s))"
+        console().print(render_results(records, keys or SUMMARY_COLUMNS, title=title))
+    elif args.output == "md":
+        sys.stdout.write(format_records(records, "md", keys or SUMMARY_COLUMNS))
+    else:
+        try:
+            text = format_records(records, args.output, keys)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        sys.stdout.write(text)
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    with ResultStore(args.store, create=False) as store:
+        report = store.integrity_check()
+        path = store.path
+    print(f"{path}: {report.summary()}")
+    if not report.ok:
+        raise StoreError(f"result store {path} failed its integrity check",
+                         hint="the problems are listed above; a record whose statistics "
+                              "disagree with its samples was edited after it was written")
+    return 0

@@ -1,0 +1,239 @@
+"""Bring the lab up, report on it, tear it down: the public verbs behind `farm lab`.
+
+`up(spec)` creates native devices `lab1..labN` and emulated aarch64 devices `pixel7`,
+`rpi5`, `a64-3`... (network namespaces, or loopback sshds where namespaces are not
+permitted), waits until every sshd answers, and writes `<lab_dir>/devices.yaml`.
+`down()` removes everything the journal records (even after a crash) and then proves
+that no process, namespace, link or mount of the lab is left; it raises otherwise.
+The lab directory defaults to `<state_dir>/lab` (`.farm/lab`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import platform
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from farm.inventory.builtin import cpu_features
+from farm.lab import aarch64, loopback_backend, netns_backend
+from farm.lab.inventory_file import INVENTORY_FILE, KNOWN_HOSTS_FILE, write_inventory
+from farm.lab.records import LabDevice, LabState, load_state
+from farm.lab.sysroot import ensure_sysroot
+from farm.lab.system import LabError, is_alive, namespace_of
+from farm.lab.teardown import leftovers, remove_recorded
+from farm.paths import state_dir
+
+READY_TIMEOUT_S = 20.0
+AARCH64_FEATURES = ["neon", "dotprod"]  # what QEMU_CPU=cortex-a76 provides
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    native: int = 2
+    aarch64: int = 0
+    loopback: bool = False  # force the loopback fallback even where namespaces work
+
+
+def default_lab_dir() -> Path:
+    return state_dir() / "lab"
+
+
+def resolve_lab_dir(lab_dir: Path | str | None) -> Path:
+    return Path(lab_dir).resolve() if lab_dir else default_lab_dir().resolve()
+
+
+def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print) -> LabState:
+    """Bring up the lab described by `spec` in `lab_dir`; return its journal."""
+    if spec.native < 0 or spec.aarch64 < 0 or spec.native + spec.aarch64 == 0:
+        raise LabError("the lab needs at least one device",
+                       hint="e.g. farm lab up --devices 2 --aarch64 1")
+    if spec.native + spec.aarch64 > 200:
+        raise LabError("at most 200 lab devices are supported")
+    path = resolve_lab_dir(lab_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    existing = load_state(path)
+    if existing is not None:
+        if healthy(existing) and _shape(existing) == _wanted_shape(existing.mode, spec):
+            log(f"lab already up in {path} ({len(existing.devices)} devices)")
+            return existing
+        if healthy(existing):
+            raise LabError(f"a different lab is already up in {path}",
+                           hint="run `farm lab down` first (others may be using it)")
+        log(f"the previous lab in {path} is not healthy: cleaning up by its records")
+        down(path, log=log)
+
+    mode = "netns"
+    if spec.loopback or os.geteuid() != 0 or not netns_backend.netns_available():
+        mode = "loopback"
+        reason = "as asked" if spec.loopback else "network namespaces are not permitted here"
+        log(f"lab: falling back to one sshd per loopback address/port ({reason})")
+    n_arm = spec.aarch64
+    if mode == "loopback" and n_arm:
+        log(f"lab: {n_arm} emulated aarch64 device(s) unavailable in loopback mode "
+            "(they need namespaces); bringing up native devices only")
+        n_arm = 0
+    # build the sysroot before creating anything, so a long download holds no resources
+    sysroot = ensure_sysroot() if n_arm else None
+
+    python = _native_python()
+    host_arch = _host_arch()
+    native_features = list(cpu_features(_read("/proc/cpuinfo"), host_arch))
+    with _lab_lock():
+        slot = netns_backend.free_slot() if mode == "netns" else 0
+        state = LabState(lab_dir=str(path), mode=mode, slot=slot)
+        state.save()
+        try:
+            if mode == "netns":
+                netns_backend.create_bridge(state)
+            taken: set[int] = set()
+            for i in range(1, spec.native + n_arm + 1):
+                arm = i > spec.native
+                name = aarch64.fleet_name(i - spec.native) if arm else f"lab{i}"
+                if mode == "netns":
+                    dev, _proc = netns_backend.create_device(
+                        state, i, name, "aarch64" if arm else host_arch,
+                        AARCH64_FEATURES if arm else native_features,
+                        python, sysroot if arm else None)
+                else:
+                    dev, _proc = loopback_backend.create_device(
+                        state, i, name, python, native_features, taken)
+                state.devices.append(dev)
+                state.save()
+        except BaseException:
+            _cleanup_after_failure(path, log)
+            raise
+    try:
+        _wait_ready(state)
+        write_inventory(state)
+    except BaseException:
+        _cleanup_after_failure(path, log)
+        raise
+    for dev in state.devices:
+        log(f"  {dev.name:8} {dev.arch:8} {dev.user}@{dev.address}:{dev.port}  pid {dev.pid}")
+    log(f"lab up: {len(state.devices)} devices; inventory {path / INVENTORY_FILE}")
+    return state
+
+
+def down(lab_dir: Path | str | None = None, *, purge: bool = False,
+         log: Log = print) -> list[str]:
+    """Remove everything the lab's journal records; raise if anything is left."""
+    path = resolve_lab_dir(lab_dir)
+    state = load_state(path)
+    if state is None:
+        log(f"no lab recorded in {path}: nothing to do")
+        return []
+    actions = remove_recorded(state)
+    left = leftovers(state)
+    if left:
+        raise LabError("lab down left these behind:\n  " + "\n  ".join(left),
+                       hint=f"the journal {state.path} is kept; retry `farm lab down`")
+    for name in ("state.json", INVENTORY_FILE, KNOWN_HOSTS_FILE):
+        (path / name).unlink(missing_ok=True)
+    if purge:
+        shutil.rmtree(path, ignore_errors=True)
+    log(f"lab down: removed {len(actions)} resources; nothing left behind")
+    return actions
+
+
+def healthy(state: LabState) -> bool:
+    return bool(state.devices) and all(is_alive(d.pid, d.start) for d in state.devices)
+
+
+def reachable(device: LabDevice, timeout_s: float = 1.0) -> bool:
+    """True when the device's sshd answers with an SSH banner."""
+    try:
+        with socket.create_connection((device.address, device.port), timeout=timeout_s) as s:
+            s.settimeout(timeout_s)
+            return s.recv(8).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def _wait_ready(state: LabState) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    pending = list(state.devices)
+    while pending:
+        for dev in list(pending):
+            if not is_alive(dev.pid, dev.start):
+                tail = _tail(Path(dev.dir) / "sshd.log")
+                raise LabError(f"the sshd of lab device {dev.name} exited:\n{tail}",
+                               hint=f"see {dev.dir}/sshd.log")
+            if reachable(dev, 0.5):
+                pending.remove(dev)
+                _record_namespaces(state, dev)
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(d.name for d in pending)
+            raise LabError(f"lab devices {names} did not answer within {READY_TIMEOUT_S:.0f} s",
+                           hint="see sshd.log in their device directories")
+        if pending:
+            time.sleep(0.05)
+
+
+def _record_namespaces(state: LabState, dev: LabDevice) -> None:
+    # the private mount namespace of a device dies with its last process; `down` checks that
+    # no process is left in it
+    assert dev.pid is not None
+    mnt = namespace_of(dev.pid, "mnt")
+    if dev.netns and mnt and mnt != namespace_of(os.getpid(), "mnt"):
+        state.add("mntns", device=dev.name, ns=mnt)
+
+
+def _cleanup_after_failure(path: Path, log: Log) -> None:
+    log("lab up failed: removing what was created")
+    with contextlib.suppress(LabError):
+        down(path, log=log)
+
+
+def _shape(state: LabState) -> tuple[str, int, int]:
+    arm = sum(1 for d in state.devices if d.netns and d.arch == "aarch64")
+    return state.mode, len(state.devices) - arm, arm
+
+
+def _wanted_shape(mode: str, spec: LabSpec) -> tuple[str, int, int]:
+    return mode, spec.native, spec.aarch64 if mode == "netns" else 0
+
+
+def _native_python() -> str:
+    # the host tool's own interpreter has numpy/onnxruntime; a python under /root would be
+    # hidden by the device's private home
+    exe = sys.executable
+    return "/usr/bin/python3" if exe.startswith("/root/") or not exe else exe
+
+
+def _host_arch() -> str:
+    machine = platform.machine()
+    return "aarch64" if machine in ("arm64", "aarch64") else machine
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    return "\n".join(_read(str(path)).splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def _lab_lock() -> Iterator[None]:
+    """Serialise slot choice across concurrent `farm lab up` runs on this machine."""
+    path = Path("/run/farmlab.lock") if os.geteuid() == 0 else \
+        Path(tempfile.gettempdir()) / f"farmlab-{os.geteuid()}.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

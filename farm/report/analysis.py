@@ -1,0 +1,298 @@
+"""Derive every table of the triangle report from stored records, and nothing else.
+
+Contract: `analyze(records, run_ids=(), runs=(), seed, n_boot)` -> `Report`;
+`load_report(store, run_ids)` reads the records of those runs first. Every figure is
+computed here from the records' raw fields (`samples_ms`, `ops`, `sizes`, `peak_*_kb`,
+`build_flags`, `status*`): nothing is typed in, and the printers only format.
+
+Tables (`Report.tables`, in order), one row per configuration (see `configs`) unless said:
+
+* latency      – pooled samples: n, median, 95 % CI of the median (seeded percentile
+                 bootstrap, `farm.bench.stats`), p90, p99, mean, CV, min; load and first-run
+                 time (median over the records).
+* memory       – peak VmHWM and PSS in KiB (largest over records), and how it was read.
+* size         – runtime, code, weights and total, in KiB (bytes / 1024) from `sizes`.
+* ops          – per-op ms per inference per category (`attention`, `fc`, `layernorm`,
+                 `gelu`, `other`) from `ops.categories`; profiled total; the share of the
+                 end-to-end median covered by the four named categories and by all
+                 profiled time. Profiling runs are separate from the timed runs, so the
+                 shares can exceed 100 % when profiling adds overhead.
+* fusion       – one row per fusion pair and block (see `fusion`).
+* availability – one row per (device, route): available (some configuration measured with
+                 valid outputs), configurations valid / attempted, statuses, and why not
+                 (the `status_detail` of every record that is not ok).
+* build        – build_s and tune_s from `build_flags` and their sum.
+* decision     – the decision matrix (see `decision`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from farm.bench.stats import DEFAULT_N_BOOT, DEFAULT_SEED
+from farm.errors import StoreError
+from farm.report.configs import (
+    CATEGORIES,
+    NAMED_CATEGORIES,
+    SIZE_PARTS,
+    Config,
+    group_records,
+)
+from farm.report.decision import Decision, build_cost, decisions, total_size
+from farm.report.fusion import FusionEffect, fusion_effects
+from farm.report.tables import Column, ReportTable
+from farm.results.store import ResultStore
+
+ROUTE_ORDER = {"ort": 0, "tvm": 1, "custom": 2}
+KIB = 1024.0
+
+_CONFIG_COLS = [Column("device", "device"), Column("route", "route"),
+                Column("config", "config"), Column("variant", "variant"),
+                Column("threads", "threads", "int")]
+
+
+@dataclass
+class Report:
+    """Everything the printers need; `tables` is ordered as the report reads."""
+
+    run_ids: list[str]
+    runs: list[dict[str, Any]]
+    configs: list[Config]
+    fusion: list[FusionEffect]
+    decisions: list[Decision]
+    tables: dict[str, ReportTable] = field(default_factory=dict)
+
+    @property
+    def devices(self) -> list[str]:
+        return list(dict.fromkeys(c.device for c in self.configs))
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(c.model for c in self.configs if c.model))
+
+    def meta(self) -> dict[str, Any]:
+        return {"run_ids": self.run_ids, "devices": self.devices, "models": self.models,
+                "runs": self.runs}
+
+
+def _sort_key(c: Config) -> tuple[Any, ...]:
+    return (c.device, c.model, c.variant, c.threads or 0, ROUTE_ORDER.get(c.route, 9),
+            c.route, c.fusion is not False, c.label)
+
+
+def _base(c: Config) -> dict[str, Any]:
+    return {"device": c.device, "route": c.route, "config": c.label, "variant": c.variant,
+            "threads": c.threads, "model": c.model}
+
+
+def latency_table(configs: Sequence[Config]) -> ReportTable:
+    cols = [*_CONFIG_COLS, Column("status", "status"), Column("n", "n samples", "int"),
+            Column("median_ms", "median ms", "ms"),
+            Column("ci95_low_ms", "CI95 low ms", "ms"),
+            Column("ci95_high_ms", "CI95 high ms", "ms"),
+            Column("p90_ms", "p90 ms", "ms"), Column("p99_ms", "p99 ms", "ms"),
+            Column("mean_ms", "mean ms", "ms"), Column("cv", "CV", "ratio"),
+            Column("min_ms", "min ms", "ms"),
+            Column("load_ms", "load ms", "ms"),
+            Column("first_run_ms", "first run ms", "ms")]
+    rows = []
+    for c in configs:
+        s = c.summary
+        row = {**_base(c), "status": c.status, "n": s.n if s else 0,
+               "load_ms": c.median_of("load_ms"), "first_run_ms": c.median_of("first_run_ms")}
+        for key, attr in (("median_ms", "median"), ("ci95_low_ms", "ci95_low"),
+                          ("ci95_high_ms", "ci95_high"), ("p90_ms", "p90"), ("p99_ms", "p99"),
+                          ("mean_ms", "mean"), ("cv", "cv"), ("min_ms", "min")):
+            row[key] = getattr(s, attr) if s else None
+        rows.append(row)
+    return ReportTable(
+        "latency", "End-to-end latency per inference",
+        "Steady-state samples pooled over the records of each configuration. median and "
+        "p90/p99 by linear interpolation; 95% CI of the median by seeded percentile "
+        "bootstrap (CI95 low/high); CV = stddev / mean; load and first run: median over "
+        "the records (timed apart from the steady state).", cols, rows)
+
+
+def memory_table(configs: Sequence[Config]) -> ReportTable:
+    cols = [*_CONFIG_COLS, Column("peak_vmhwm_kb", "peak VmHWM KiB", "kib"),
+            Column("peak_pss_kb", "peak PSS KiB", "kib"),
+            Column("memory_method", "method")]
+    rows = [{**_base(c), "peak_vmhwm_kb": c.peak("peak_vmhwm_kb"),
+             "peak_pss_kb": c.peak("peak_pss_kb"),
+             "memory_method": next((r["memory_method"] for r in c.records
+                                    if r.get("memory_method")), None)}
+            for c in configs if c.measured]
+    return ReportTable(
+        "memory", "Peak memory of the route's own process",
+        "VmHWM (peak resident set) and PSS read in the fresh child process that ran the "
+        "route; KiB, largest value over the configuration's records.", cols, rows)
+
+
+def size_table(configs: Sequence[Config]) -> ReportTable:
+    cols = [*_CONFIG_COLS[:3]] + [Column(f"{p}_kib", f"{p} KiB", "kib1") for p in SIZE_PARTS]
+    cols.append(Column("total_kib", "total KiB", "kib1"))
+    rows = []
+    for c in configs:
+        sizes = c.first_json("sizes")
+        if not sizes:
+            continue
+        row = _base(c)
+        for p in SIZE_PARTS:
+            v = sizes.get(p)
+            row[f"{p}_kib"] = float(v) / KIB if isinstance(v, (int, float)) else None
+        total = total_size(c)
+        row["total_kib"] = total / KIB if total is not None else None
+        rows.append(row)
+    return ReportTable(
+        "size", "Binary size per route",
+        "Bytes on the device / 1024: runtime (shared libraries, interpreter-side runtime), "
+        "code (compiled kernels, executor), weights (model parameters).", cols, rows)
+
+
+def ops_table(configs: Sequence[Config]) -> ReportTable:
+    cols = [*_CONFIG_COLS[:4]] + [Column(cat, f"{cat} ms", "ms") for cat in CATEGORIES]
+    cols += [Column("profiled_ms", "profiled total ms", "ms"),
+             Column("e2e_median_ms", "end-to-end median ms", "ms"),
+             Column("named_share_pct", "4 categories % of e2e", "pct"),
+             Column("profiled_share_pct", "profiled % of e2e", "pct")]
+    rows = []
+    for c in configs:
+        cats = c.categories_ms()
+        if cats is None:
+            continue
+        row = {**_base(c), **cats}
+        profiled = sum(cats.values())
+        named = sum(cats[k] for k in NAMED_CATEGORIES)
+        median = c.summary.median if c.summary else None
+        row.update(profiled_ms=profiled, e2e_median_ms=median,
+                   named_share_pct=named / median * 100 if median else None,
+                   profiled_share_pct=profiled / median * 100 if median else None)
+        rows.append(row)
+    return ReportTable(
+        "ops", "Per-op latency by category",
+        "Mean ms per inference of each op category over the separate profiling runs "
+        "(averaged over records); shares are of the end-to-end median.", cols, rows)
+
+
+def fusion_table(effects: Sequence[FusionEffect]) -> ReportTable:
+    cols = [Column("device", "device"), Column("route", "route"),
+            Column("variant", "variant"), Column("threads", "threads", "int"),
+            Column("block", "block"), Column("off_config", "fusion off config"),
+            Column("on_config", "fusion on config"), Column("off_ms", "off ms", "ms"),
+            Column("on_ms", "on ms", "ms"), Column("reduction_pct", "reduction %", "spct"),
+            Column("ci_low_pct", "95% CI low %", "spct"),
+            Column("ci_high_pct", "95% CI high %", "spct"),
+            Column("significant", "significant"), Column("method", "uncertainty")]
+    rows = [{"device": e.device, "route": e.route, "variant": e.variant, "threads": e.threads,
+             "model": e.model, "block": e.block, "off_config": e.off_label,
+             "on_config": e.on_label, "off_ms": e.off_ms, "on_ms": e.on_ms,
+             "reduction_pct": e.reduction_pct, "ci_low_pct": e.ci_low_pct,
+             "ci_high_pct": e.ci_high_pct, "significant": e.significant, "method": e.method}
+            for e in effects]
+    return ReportTable(
+        "fusion", "Fusion effect (off → on)",
+        "reduction = (off - on) / off; end-to-end from median latency, attention = attention "
+        "category, FFN = fc + gelu categories of the per-op profile; 95% CI by seeded "
+        "bootstrap (see uncertainty column).", cols, rows)
+
+
+def availability_table(configs: Sequence[Config]) -> ReportTable:
+    cols = [Column("device", "device"), Column("route", "route"),
+            Column("available", "available"), Column("valid", "valid configs", "int"),
+            Column("attempted", "attempted configs", "int"), Column("statuses", "statuses"),
+            Column("why_not", "why not")]
+    by_route: dict[tuple[str, str], list[Config]] = {}
+    for c in configs:
+        by_route.setdefault((c.device, c.route), []).append(c)
+    rows = []
+    for (device, route), group in by_route.items():
+        statuses: dict[str, int] = {}
+        for c in group:
+            for s in c.statuses:
+                statuses[s] = statuses.get(s, 0) + 1
+        details = list(dict.fromkeys(d for c in group for d in c.details))
+        valid = sum(1 for c in group if c.valid)
+        rows.append({"device": device, "route": route, "available": valid > 0,
+                     "valid": valid, "attempted": len(group),
+                     "statuses": ", ".join(f"{s}×{n}" for s, n in statuses.items()),
+                     "why_not": "; ".join(details) or None})
+    return ReportTable(
+        "availability", "Route availability",
+        "available = at least one configuration measured with valid outputs; why not = "
+        "status detail of every record that is not ok.", cols, rows)
+
+
+def build_table(configs: Sequence[Config]) -> ReportTable:
+    cols = [*_CONFIG_COLS[:3], Column("build_s", "build s", "s"),
+            Column("tune_s", "tune s", "s"), Column("total_s", "build + tune s", "s")]
+    rows = [{**_base(c), "build_s": c.cost_s("build_s"), "tune_s": c.cost_s("tune_s"),
+             "total_s": build_cost(c)} for c in configs]
+    return ReportTable(
+        "build", "Build and tuning time",
+        "Wall-clock seconds the route's artifact cost to build and tune, as recorded in "
+        "build_flags (— = not recorded).", cols, rows)
+
+
+def _margin_text(margin: float | None, unit: str) -> str | None:
+    if margin is None:
+        return None
+    if unit == "pp":
+        return f"{margin:.1f} pp"
+    # past +100 % a ratio reads better ("801× slower" beats "+80000 %")
+    return f"+{margin:.1f} %" if margin < 100 else f"{margin / 100 + 1:.1f}×"
+
+
+def decision_table(rows_in: Sequence[Decision]) -> ReportTable:
+    cols = [Column("device", "device"), Column("scope", "model / variant / threads"),
+            Column("criterion", "criterion"), Column("statistic", "statistic"),
+            Column("unit", "unit"), Column("winner", "winner"),
+            Column("winner_value", "winner value", "num"), Column("runner_up", "runner-up"),
+            Column("runner_up_value", "runner-up value", "num"),
+            Column("margin", "margin"), Column("verdict", "verdict")]
+    rows = []
+    for d in rows_in:
+        margin = _margin_text(d.margin, d.margin_unit)
+        rows.append({"device": d.device, "scope": d.scope, "criterion": d.criterion,
+                     "statistic": d.statistic, "unit": d.unit, "winner": d.winner,
+                     "winner_value": d.winner_value, "runner_up": d.runner_up,
+                     "runner_up_value": d.runner_up_value, "margin": margin,
+                     "margin_value": d.margin, "verdict": d.verdict})
+    return ReportTable(
+        "decision", "Decision matrix",
+        "Per device: the winning route of each criterion and its margin over the runner-up "
+        "(runner-up / winner - 1; coverage in percentage points). Latency: 'no significant "
+        "difference' when the 95% CIs of the medians overlap.", cols, rows)
+
+
+def load_report(store: ResultStore, run_ids: Sequence[str], *, seed: int = DEFAULT_SEED,
+                n_boot: int = DEFAULT_N_BOOT) -> Report:
+    """The report of the given (already resolved) run ids, read from `store`."""
+    if not run_ids:
+        raise StoreError(f"no run given to report on from {store.path}",
+                         hint="name a run id (see `farm results list`) or use --latest")
+    records = store.records(run_id=list(run_ids))
+    if not records:
+        raise StoreError(f"runs {', '.join(run_ids)} have no records in {store.path}",
+                         hint="the bench may have failed before measuring; see "
+                              "`farm results list`")
+    wanted = set(run_ids)
+    runs = [{"run_id": r.run_id, "started_utc": r.started_utc, "finished_utc": r.finished_utc,
+             "status": r.status, "command": r.command, "n_records": r.n_records}
+            for r in store.runs() if r.run_id in wanted]
+    return analyze(records, run_ids=run_ids, runs=runs, seed=seed, n_boot=n_boot)
+
+
+def analyze(records: Iterable[Mapping[str, Any]], *, run_ids: Sequence[str] = (),
+            runs: Sequence[Mapping[str, Any]] = (), seed: int = DEFAULT_SEED,
+            n_boot: int = DEFAULT_N_BOOT) -> Report:
+    configs = sorted(group_records(records), key=_sort_key)
+    effects = fusion_effects(configs, seed=seed, n_boot=n_boot)
+    decided = decisions(configs)
+    report = Report(list(run_ids), [dict(r) for r in runs], configs, effects, decided)
+    for table in (latency_table(configs), memory_table(configs), size_table(configs),
+                  ops_table(configs), fusion_table(effects), availability_table(configs),
+                  build_table(configs), decision_table(decided)):
+        report.tables[table.name] = table
+    return report

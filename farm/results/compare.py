@@ -1,0 +1,235 @@
+"""Compare two runs, configuration by configuration, and say whether B differs from A.
+
+Contract: `compare_records(records_a, records_b)` -> one `Comparison` per key
+(device, route, variant, threads) found in either run, sorted by key:
+
+* `ratio` = median(B) / median(A) of the raw steady-state samples (< 1: B is faster);
+* `ratio_ci_low/high`: 95% percentile-bootstrap CI of that ratio (each run resampled
+  independently, seeded; see `farm.bench.stats`);
+* `p_value`: Mann-Whitney U, two-sided (scipy.stats.mannwhitneyu, its default method:
+  exact for small samples without ties, else normal approximation with tie correction)
+  on the raw samples of A and B; the direction is the test's (U of A vs n_a*n_b/2);
+* `verdict`: "faster" / "slower" (B relative to A) when p < alpha (0.05), otherwise
+  "no significant difference"; "only in A", "only in B" or "not measured" (a side has no
+  samples: failed, unavailable) when there is nothing to test.
+
+Several records of one key in one run (repeats) are pooled. `note` says what the reader
+should know: different models, invalid outputs, drift flags, pooling.
+`format_comparisons` / `render_comparisons` print the result (table|json|jsonl|csv|md).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+from rich.table import Table
+from rich.text import Text
+from scipy.stats import mannwhitneyu
+
+from farm.bench.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
+
+ALPHA = 0.05
+FASTER, SLOWER, SAME = "faster", "slower", "no significant difference"
+ONLY_A, ONLY_B, NOT_MEASURED = "only in A", "only in B", "not measured"
+KEY_FIELDS = ("device", "route", "variant", "threads")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    device: str
+    route: str
+    variant: str | None
+    threads: int | None
+    n_a: int
+    n_b: int
+    median_a_ms: float | None
+    median_b_ms: float | None
+    ratio: float | None
+    ratio_ci_low: float | None
+    ratio_ci_high: float | None
+    p_value: float | None
+    verdict: str
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _key(rec: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(rec.get(k) for k in KEY_FIELDS)
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
+    return tuple("" if v is None else f"{v:08d}" if isinstance(v, int) else str(v)
+                 for v in key)
+
+
+def _group(records: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for rec in records:
+        out.setdefault(_key(rec), []).append(rec)
+    return out
+
+
+def _side(recs: list[dict[str, Any]], name: str) -> tuple[list[float], list[str]]:
+    samples: list[float] = []
+    notes: list[str] = []
+    for r in recs:
+        samples += [float(v) for v in (r.get("samples_ms") or [])]
+        if r.get("status") == "invalid":
+            notes.append(f"{name} outputs invalid")
+        if r.get("drift"):
+            notes.append(f"{name} drift: {len(r['drift'])} flag(s)")
+    if len(recs) > 1:
+        notes.append(f"{name} pools {len(recs)} records")
+    if not samples:
+        why = "; ".join(f"{r.get('status')}: {r.get('status_detail') or 'no samples'}"
+                        for r in recs)
+        notes.append(f"{name} not measured ({why})")
+    return samples, notes
+
+
+def ratio_ci(a: Sequence[float], b: Sequence[float], *, seed: int = DEFAULT_SEED,
+             n_boot: int = DEFAULT_N_BOOT) -> tuple[float, float] | None:
+    """95% percentile-bootstrap CI of median(b) / median(a); None if a median can be 0."""
+    rng = np.random.default_rng(seed)
+    ma = bootstrap_medians(a, rng, n_boot)
+    mb = bootstrap_medians(b, rng, n_boot)
+    if np.any(ma <= 0):
+        return None
+    low, high = np.percentile(mb / ma, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _test(a: list[float], b: list[float], alpha: float, seed: int, n_boot: int
+          ) -> dict[str, Any]:
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    ratio = med_b / med_a if med_a > 0 else None
+    ci = ratio_ci(a, b, seed=seed, n_boot=n_boot)
+    test = mannwhitneyu(a, b, alternative="two-sided")
+    p = float(test.pvalue)
+    if math.isnan(p):  # every sample of both runs equal: no evidence of a difference
+        p = 1.0
+    # the direction comes from the test itself: U of A above n_a*n_b/2 means A's
+    # samples tend to be the larger (slower) ones
+    a_slower = float(test.statistic) > len(a) * len(b) / 2
+    verdict = (FASTER if a_slower else SLOWER) if p < alpha else SAME
+    return {"median_a_ms": med_a, "median_b_ms": med_b, "ratio": ratio,
+            "ratio_ci_low": ci[0] if ci else None, "ratio_ci_high": ci[1] if ci else None,
+            "p_value": p, "verdict": verdict}
+
+
+def compare_records(
+    records_a: Sequence[dict[str, Any]], records_b: Sequence[dict[str, Any]], *,
+    alpha: float = ALPHA, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT,
+) -> list[Comparison]:
+    """Compare run A with run B per (device, route, variant, threads)."""
+    groups_a, groups_b = _group(records_a), _group(records_b)
+    out: list[Comparison] = []
+    for key in sorted(set(groups_a) | set(groups_b), key=_sort_key):
+        recs_a, recs_b = groups_a.get(key, []), groups_b.get(key, [])
+        a, notes_a = _side(recs_a, "A") if recs_a else ([], [])
+        b, notes_b = _side(recs_b, "B") if recs_b else ([], [])
+        notes = notes_a + notes_b
+        models_a = {(r.get("model"), r.get("model_hash")) for r in recs_a}
+        models_b = {(r.get("model"), r.get("model_hash")) for r in recs_b}
+        if recs_a and recs_b and models_a != models_b:
+            notes.insert(0, "models differ: "
+                         f"{sorted(str(m[0]) for m in models_a)} vs "
+                         f"{sorted(str(m[0]) for m in models_b)}")
+        result: dict[str, Any] = dict.fromkeys(
+            ("median_a_ms", "median_b_ms", "ratio", "ratio_ci_low", "ratio_ci_high",
+             "p_value"))
+        if not recs_b:
+            result["verdict"] = ONLY_A
+        elif not recs_a:
+            result["verdict"] = ONLY_B
+        elif not a or not b:
+            result["verdict"] = NOT_MEASURED
+        else:
+            result = _test(a, b, alpha, seed, n_boot)
+        out.append(Comparison(*key, n_a=len(a), n_b=len(b), note="; ".join(notes), **result))
+    return out
+
+
+COMPARISON_FIELDS = tuple(f.name for f in fields(Comparison))
+
+
+def _cell(value: Any, name: str) -> str:
+    if value is None:
+        return ""
+    if name == "p_value":
+        return f"{value:.3g}"
+    if name == "ratio":
+        return f"{value:.3f}x"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def format_comparisons(comps: Sequence[Comparison], fmt: str, *, alpha: float = ALPHA
+                       ) -> str:
+    rows = [c.as_dict() for c in comps]
+    if fmt == "json":
+        return json.dumps({"alpha": alpha, "comparisons": rows}, indent=2) + "\n"
+    if fmt == "jsonl":
+        return "".join(json.dumps(r) + "\n" for r in rows)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, COMPARISON_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return buf.getvalue()
+    if fmt == "md":
+        lines = ["| " + " | ".join(COMPARISON_FIELDS) + " |",
+                 "|" + "---|" * len(COMPARISON_FIELDS)]
+        lines += ["| " + " | ".join(_cell(r[k], k).replace("|", "\\|")
+                                    for k in COMPARISON_FIELDS) + " |" for r in rows]
+        return "\n".join(lines) + "\n"
+    raise ValueError(f"unknown output format {fmt!r}; use table, json, jsonl, csv or md")
+
+
+_VERDICT_STYLE = {FASTER: "green", SLOWER: "red", SAME: "", NOT_MEASURED: "yellow"}
+
+
+def render_comparisons(comps: Sequence[Comparison], run_a: str, run_b: str, *,
+                       alpha: float = ALPHA) -> Table:
+    """Rich table; the caption names the statistic and the test."""
+    table = Table(
+        title=f"B = {run_b}  vs  A = {run_a}",
+        caption=(f"ratio = median B / median A of steady-state latency (< 1: B faster), "
+                 f"95% CI by bootstrap; p = Mann-Whitney U two-sided on raw samples, "
+                 f"alpha {alpha}"),
+        caption_justify="left",
+    )
+    heads = [("device", "left"), ("route", "left"), ("variant", "left"), ("threads", "right"),
+             ("n A", "right"), ("n B", "right"), ("median A ms", "right"),
+             ("median B ms", "right"), ("ratio B/A", "right"), ("95% CI of ratio", "right"),
+             ("p", "right"), ("verdict", "left"), ("note", "left")]
+    for head, justify in heads:
+        table.add_column(head, justify=justify,  # type: ignore[arg-type]
+                         overflow="fold", no_wrap=head not in ("note", "device"))
+    for c in comps:
+        ci = ("" if c.ratio_ci_low is None or c.ratio_ci_high is None
+              else f"[{c.ratio_ci_low:.3f}, {c.ratio_ci_high:.3f}]")
+        cells = [c.device, c.route, _cell(c.variant, "variant"), _cell(c.threads, "threads"),
+                 str(c.n_a), str(c.n_b), _cell(c.median_a_ms, "m"), _cell(c.median_b_ms, "m"),
+                 _cell(c.ratio, "ratio"), ci, _cell(c.p_value, "p_value")]
+        table.add_row(*[Text(x) for x in cells],
+                      Text(c.verdict, style=_VERDICT_STYLE.get(c.verdict, "dim")),
+                      Text(c.note))
+    return table
+
+
+def compare_runs(store: Any, run_a: str, run_b: str, *, alpha: float = ALPHA
+                 ) -> tuple[str, str, list[Comparison]]:
+    """Resolve two run ids (prefix or "latest") in a `ResultStore` and compare them."""
+    a, b = store.resolve_run(run_a), store.resolve_run(run_b)
+    return a, b, compare_records(store.records(a), store.records(b), alpha=alpha)

@@ -1,0 +1,293 @@
+"""md / csv / json / jsonl printers and a rich table, all generated from `schema.FIELDS`.
+
+Contract:
+* `COLUMNS`: one `Column` per record field (key = field name), plus the derived column
+  "ci95" (fields ci95_low_ms, ci95_high_ms; label "95% CI median ms"). Labels name the
+  statistic: "median ms", "p90 ms", "CV"...
+* `format_records(records, fmt, columns=None)` with fmt in md | csv | json | jsonl | sql.
+  Machine formats (csv/json/jsonl) use field names as keys and raw values, a derived
+  column expands to its fields; csv cells of JSON fields hold compact JSON, and with all
+  columns a csv parses back to the records (`from_csv`). json is {"schema_version", "fields",
+  "records"}; every jsonl line carries "schema_version" first. md uses labels and
+  formatted cells. sql is a CREATE TABLE IF NOT EXISTS records (the store's DDL) and
+  one INSERT per record, always with every field. `columns=None` means every field.
+* `render_results(records, columns=SUMMARY_COLUMNS) -> rich.table.Table` (a pure
+  function) whose caption (`stat_caption`) names the statistics shown; its drift cell
+  counts flags by kind (the flags themselves are in md/json).
+* `format_runs` / `render_runs` print the run list of `farm results list`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from farm.results.schema import FIELDS, SCHEMA_VERSION
+from farm.results.store import records_table_sql
+
+FORMATS = ("md", "csv", "json", "jsonl", "sql")
+
+FIELD_TYPES = {f.name: f.type for f in FIELDS}
+_LABELS = {"n": "n", "cv": "CV", "peak_vmhwm_kb": "VmHWM KiB",
+           "peak_pss_kb": "PSS KiB", "first_run_ms": "1st run ms", "threads": "thr",
+           "status_detail": "detail"}
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    fields: tuple[str, ...]
+    cell: Callable[[dict[str, Any]], str]
+    numeric: bool = False
+
+
+def _fmt_value(value: Any, kind: str, name: str) -> str:
+    if value is None:
+        return ""
+    if kind == "real":
+        if name == "cv":
+            return f"{value:.1%}"
+        return f"{value:.3f}" if abs(value) < 1000 else f"{value:.1f}"
+    if kind == "json":
+        if name == "drift" and isinstance(value, list):
+            return "; ".join(map(str, value)) if value else "none"
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _field_column(name: str, kind: str) -> Column:
+    label = _LABELS.get(name, name.replace("_", " "))
+    return Column(name, label, (name,),
+                  lambda r: _fmt_value(r.get(name), kind, name), kind in ("int", "real"))
+
+
+def _drift_kinds(flags: Any) -> str:
+    """Table cell for drift: flag kinds with counts ("freq x2, thermal x1"); the flags
+    themselves are in md/json output."""
+    if not isinstance(flags, list):
+        return ""
+    if not flags:
+        return "none"
+    kinds: dict[str, int] = {}
+    for flag in flags:
+        kind = str(flag).split(":", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return ", ".join(f"{k} x{n}" for k, n in kinds.items())
+
+
+def _ci_cell(r: dict[str, Any]) -> str:
+    lo, hi = r.get("ci95_low_ms"), r.get("ci95_high_ms")
+    return "" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
+
+
+COLUMNS: dict[str, Column] = {f.name: _field_column(f.name, f.type) for f in FIELDS}
+COLUMNS["ci95"] = Column("ci95", "95% CI median ms", ("ci95_low_ms", "ci95_high_ms"),
+                         _ci_cell, True)
+ALL_COLUMNS = tuple(f.name for f in FIELDS)
+SUMMARY_COLUMNS = ("device", "route", "variant", "threads", "status", "n", "median_ms",
+                   "ci95", "p90_ms", "cv", "load_ms", "first_run_ms", "peak_vmhwm_kb",
+                   "drift", "status_detail")
+_FOLDING = ("drift", "status_detail", "command", "model", "build_flags", "ops", "cpu_info")
+# how each statistic column is computed, for the caption that names what is shown
+_STAT_WORDS = {
+    "median_ms": "median", "ci95": "95% CI of the median (seeded percentile bootstrap)",
+    "ci95_low_ms": "95% CI of the median (seeded percentile bootstrap)",
+    "p90_ms": "p90", "p99_ms": "p99", "mean_ms": "mean", "stddev_ms": "sample stddev",
+    "cv": "CV = stddev / mean", "min_ms": "min", "max_ms": "max",
+}
+
+
+def stat_caption(keys: Sequence[str]) -> str | None:
+    """One sentence naming the statistics among `keys` (None when there are none)."""
+    words = list(dict.fromkeys(_STAT_WORDS[k] for k in keys if k in _STAT_WORDS))
+    if not words:
+        return None
+    pct = " (percentiles: linear interpolation)" if {"p90_ms", "p99_ms"} & set(keys) else ""
+    return ("latency of one inference in ms over n steady-state samples: "
+            + ", ".join(words) + pct)
+
+
+def resolve_columns(columns: Sequence[str] | str | None) -> list[Column]:
+    """Columns by key ("a,b,c" or a list); None means every field. Unknown -> ValueError."""
+    if columns is None:
+        keys: Sequence[str] = ALL_COLUMNS
+    elif isinstance(columns, str):
+        keys = [c.strip() for c in columns.split(",") if c.strip()]
+    else:
+        keys = columns
+    unknown = [k for k in keys if k not in COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown column(s) {unknown}; known: {', '.join(COLUMNS)}")
+    return [COLUMNS[k] for k in keys]
+
+
+def _fields_of(cols: Sequence[Column]) -> list[str]:
+    return [name for col in cols for name in col.fields]
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_md(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
+          ) -> str:
+    cols = resolve_columns(columns)
+    lines = ["| " + " | ".join(c.label for c in cols) + " |",
+             "|" + "|".join("---:" if c.numeric else "---" for c in cols) + "|"]
+    lines += ["| " + " | ".join(_md_escape(c.cell(r)) for c in cols) + " |" for r in records]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
+           ) -> str:
+    names = _fields_of(resolve_columns(columns))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(names)
+    for r in records:
+        writer.writerow([
+            "" if r.get(n) is None
+            else json.dumps(r[n], separators=(",", ":")) if FIELD_TYPES[n] == "json"
+            else repr(r[n]) if FIELD_TYPES[n] == "real"  # repr keeps every digit of a float
+            else r[n]
+            for n in names
+        ])
+    return buf.getvalue()
+
+
+def _subset(r: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    return {n: r.get(n) for n in names}
+
+
+def to_json(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
+            ) -> str:
+    names = _fields_of(resolve_columns(columns))
+    doc = {"schema_version": SCHEMA_VERSION, "fields": names,
+           "records": [_subset(r, names) for r in records]}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def to_jsonl(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
+             ) -> str:
+    names = _fields_of(resolve_columns(columns))
+    return "".join(json.dumps({"schema_version": SCHEMA_VERSION, **_subset(r, names)}) + "\n"
+                   for r in records)
+
+
+def from_csv(text: str) -> list[dict[str, Any]]:
+    """Parse `to_csv` output back into records (typed by `FIELDS`; empty cell -> None)."""
+    out = []
+    for row in csv.DictReader(io.StringIO(text)):
+        rec: dict[str, Any] = {}
+        for name, cell in row.items():
+            kind = FIELD_TYPES.get(name)
+            if kind is None:
+                raise ValueError(f"csv column {name!r} is not a record field")
+            rec[name] = (None if cell == "" else json.loads(cell) if kind == "json"
+                         else int(cell) if kind == "int" else float(cell) if kind == "real"
+                         else cell)
+        out.append(rec)
+    return out
+
+
+def _sql_literal(value: Any, kind: str) -> str:
+    if value is None:
+        return "NULL"
+    if kind == "json":
+        value = json.dumps(value, separators=(",", ":"))
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)  # int, or a float with every digit
+
+
+def to_sql(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
+           ) -> str:
+    """SQLite statements that recreate the records (llama-bench's sql output)."""
+    if columns is not None:
+        raise ValueError("sql output always has every field; drop --columns")
+    names = ", ".join(f'"{f.name}"' for f in FIELDS)
+    lines = [records_table_sql(if_not_exists=True, link_runs=False) + ";"]
+    lines += [f"INSERT INTO records ({names}) VALUES ("
+              + ", ".join(_sql_literal(r.get(f.name), f.type) for f in FIELDS) + ");"
+              for r in records]
+    return "\n".join(lines) + "\n"
+
+
+_PRINTERS = {"md": to_md, "csv": to_csv, "json": to_json, "jsonl": to_jsonl, "sql": to_sql}
+
+
+def format_records(records: Sequence[dict[str, Any]], fmt: str,
+                   columns: Sequence[str] | str | None = None) -> str:
+    if fmt not in _PRINTERS:
+        raise ValueError(f"unknown output format {fmt!r}; use one of {', '.join(FORMATS)}")
+    return _PRINTERS[fmt](records, columns)
+
+
+_STATUS_STYLE = {"ok": "green", "invalid": "red", "partial": "yellow", "failed": "red",
+                 "unavailable": "dim"}
+
+
+def render_results(records: Sequence[dict[str, Any]],
+                   columns: Sequence[str] | str | None = SUMMARY_COLUMNS,
+                   title: str | None = None) -> Table:
+    """A rich table of records; the caption names the statistics."""
+    cols = resolve_columns(columns)
+    table = Table(title=title, caption=stat_caption([c.key for c in cols]),
+                  caption_justify="left", show_edge=False)
+    for c in cols:
+        # long free text folds; everything else stays on one line so numbers stay legible
+        folds = c.key in _FOLDING or FIELD_TYPES.get(c.key) == "json"
+        table.add_column(c.label, justify="right" if c.numeric else "left",
+                         overflow="fold", no_wrap=not folds, max_width=48 if folds else None)
+    for r in records:
+        style = _STATUS_STYLE.get(str(r.get("status")), "")
+        # Text, not markup: cells hold brackets ("[1.0, 2.0]", JSON) rich would parse
+        table.add_row(*[Text(_drift_kinds(r.get("drift")) if c.key == "drift" else c.cell(r),
+                             style=style if c.key == "status" else "") for c in cols])
+    return table
+
+
+RUN_COLUMNS = ("run_id", "started_utc", "finished_utc", "status", "n_records", "command")
+
+
+def runs_as_dicts(runs: Sequence[Any]) -> list[dict[str, Any]]:
+    return [{k: getattr(run, k) for k in RUN_COLUMNS} for run in runs]
+
+
+def format_runs(runs: Sequence[Any], fmt: str) -> str:
+    rows = runs_as_dicts(runs)
+    if fmt == "json":
+        return json.dumps({"schema_version": SCHEMA_VERSION, "runs": rows}, indent=2) + "\n"
+    if fmt == "jsonl":
+        return "".join(json.dumps(r) + "\n" for r in rows)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, RUN_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return buf.getvalue()
+    if fmt == "md":
+        out = ["| " + " | ".join(RUN_COLUMNS) + " |", "|" + "---|" * len(RUN_COLUMNS)]
+        out += ["| " + " | ".join(_md_escape(str(r[k] or "")) for k in RUN_COLUMNS) + " |"
+                for r in rows]
+        return "\n".join(out) + "\n"
+    raise ValueError(f"unknown output format {fmt!r} for runs; use md, csv, json or jsonl")
+
+
+def render_runs(runs: Sequence[Any]) -> Table:
+    table = Table(title="runs")
+    for k in RUN_COLUMNS:
+        table.add_column(k.replace("_", " "), justify="right" if k == "n_records" else "left")
+    for r in runs_as_dicts(runs):
+        style = {"ok": "green", "partial": "yellow", "failed": "red"}.get(str(r["status"]), "")
+        table.add_row(*[Text("" if r[k] is None else str(r[k]),
+                             style=style if k == "status" else "") for k in RUN_COLUMNS])
+    return table

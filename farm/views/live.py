@@ -1,0 +1,172 @@
+"""The live bench view: every device's phase, current route, progress, running median and
+p90, and state (CPU frequency, temperature).
+
+Pure core: `BenchState` + `apply(state, event)` (a reducer over the bench's event dicts,
+see `farm.bench.runner`) + `render(state) -> Table` (no I/O, testable with a capturing
+Console). `run_ui(events, done, console)` is the one UI loop: it drains the event queue,
+applies events and redraws with `rich.live.Live` on a terminal; when the console is not a
+terminal it prints each event as one JSON line instead of drawing (pipe-friendly).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+STATUS_STYLE = {"ok": "green", "partial": "yellow", "invalid": "red", "failed": "red",
+                "unavailable": "dim", "interrupted": "yellow"}
+
+
+@dataclass
+class DeviceView:
+    name: str
+    phase: str = "waiting"
+    route: str | None = None
+    stage: str = ""
+    index: int = 0
+    total: int = 0
+    progress: float = 0.0
+    n: int = 0
+    median_ms: float | None = None
+    p90_ms: float | None = None
+    freq_mhz: float | None = None
+    temp_c: float | None = None
+    finished: list[tuple[str, str, float | None]] = field(default_factory=list)
+    status: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class BenchState:
+    run_id: str = ""
+    model: str = ""
+    routes: list[str] = field(default_factory=list)
+    phase: str = "starting"
+    devices: dict[str, DeviceView] = field(default_factory=dict)
+
+    def device(self, name: str) -> DeviceView:
+        if name not in self.devices:
+            self.devices[name] = DeviceView(name)
+        return self.devices[name]
+
+
+def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
+    """Fold one bench event into the state (mutates and returns it)."""
+    kind, name = event.get("event"), event.get("device")
+    if name is None:
+        if kind == "run":
+            state.run_id, state.model = event["run_id"], event.get("model", "")
+            state.routes = list(event.get("routes", []))
+            for device in event.get("devices", []):
+                state.device(device)
+            state.phase = "running"
+        elif kind == "phase":
+            state.phase = event.get("phase", state.phase)
+        return state
+    dev = state.device(name)
+    if kind == "phase":
+        dev.phase = event["phase"]
+        dev.total = event.get("total", dev.total)
+    elif kind == "route_start":
+        dev.phase, dev.route, dev.stage = "running", event["route"], "starting"
+        dev.index, dev.total = event.get("index", 0), event.get("total", dev.total)
+        dev.progress, dev.n, dev.median_ms, dev.p90_ms = 0.0, 0, None, None
+        dev.freq_mhz = event.get("freq_mhz", dev.freq_mhz)
+        dev.temp_c = event.get("temp_c", dev.temp_c)
+    elif kind == "stage":
+        dev.stage = event["stage"]
+    elif kind == "samples":
+        dev.stage = "measuring"
+        dev.n, dev.progress = event["n"], event.get("progress", dev.progress)
+        dev.median_ms, dev.p90_ms = event.get("median_ms"), event.get("p90_ms")
+    elif kind == "state":
+        dev.freq_mhz, dev.temp_c = event.get("freq_mhz"), event.get("temp_c")
+    elif kind == "route_done":
+        dev.finished.append((event["route"], event["status"], event.get("median_ms")))
+        dev.route, dev.stage, dev.progress = None, "", 0.0
+    elif kind == "device_done":
+        dev.phase, dev.status, dev.detail = "done", event["status"], event.get("detail") or ""
+    return state
+
+
+def _num(value: float | None, unit: str = "", digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}g}{unit}"
+
+
+def _bar(fraction: float, width: int = 12) -> str:
+    filled = round(max(0.0, min(1.0, fraction)) * width)
+    return "█" * filled + "░" * (width - filled) + f" {fraction:4.0%}"
+
+
+def render(state: BenchState) -> Table:
+    """The whole view as one table (pure: same state, same table)."""
+    title = f"farm bench {state.run_id}  model {state.model}" if state.run_id else "farm bench"
+    table = Table(title=title, caption="median and p90 of steady-state samples so far, ms",
+                  expand=False)
+    for column in ("device", "phase", "route", "progress", "n", "median ms", "p90 ms",
+                   "CPU MHz", "temp °C", "finished"):
+        table.add_column(column, no_wrap=column != "finished")
+    for name in sorted(state.devices):
+        dev = state.devices[name]
+        phase = Text(dev.status or dev.phase, style=STATUS_STYLE.get(dev.status or "", ""))
+        route = "–"
+        if dev.route:
+            route = f"{dev.route} ({dev.index + 1}/{dev.total})"
+            route += f" {dev.stage}" if dev.stage else ""
+        finished = Text()
+        for route_name, status, median in dev.finished:
+            finished.append(f"{route_name}:", style="bold")
+            finished.append(status, style=STATUS_STYLE.get(status, ""))
+            if median is not None:
+                finished.append(f" {median:.3g}ms")
+            finished.append("  ")
+        if dev.detail and dev.status not in (None, "ok"):
+            finished.append(dev.detail[:120], style="red")
+        table.add_row(name, phase, route, _bar(dev.progress) if dev.route else "",
+                      str(dev.n) if dev.route else "", _num(dev.median_ms),
+                      _num(dev.p90_ms), _num(dev.freq_mhz, digits=4),
+                      _num(dev.temp_c, digits=3), finished)
+    return table
+
+
+def run_ui(events: queue.Queue[dict[str, Any]], done: Callable[[], bool],
+           console: Console | None = None, state: BenchState | None = None) -> BenchState:
+    """Consume events until `done()` and the queue is empty; draw or print jsonl."""
+    console = console or Console()
+    state = state or BenchState()
+
+    def drain(block_s: float) -> bool:
+        got = False
+        try:
+            event = events.get(timeout=block_s)
+        except queue.Empty:
+            return False
+        while True:
+            got = True
+            apply(state, event)
+            if not console.is_terminal:
+                console.file.write(json.dumps(event, default=str) + "\n")
+                console.file.flush()
+            try:
+                event = events.get_nowait()
+            except queue.Empty:
+                return got
+
+    if not console.is_terminal:
+        while not (done() and events.empty()):
+            drain(0.2)
+        return state
+    with Live(render(state), console=console, refresh_per_second=4, transient=False) as live:
+        while not (done() and events.empty()):
+            if drain(0.25):
+                live.update(render(state))
+        live.update(render(state))
+    return state

@@ -1,0 +1,348 @@
+/* Plan interpretation: shapes come from the inputs (B, S), sizes from the plan; every op is
+ * split into tasks for the pool. See exec.h for fused vs unfused. */
+#include "exec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ROWS_PER_TASK 8
+#define ATT_ROWS 16
+
+double fk_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+enum step { S_EMBED, S_LN, S_ADD, S_BIAS, S_GELU, S_QUANT, S_GEMM, S_ATT, S_QK, S_SCALE, S_MASK, S_SOFTMAX, S_PV };
+
+typedef struct {
+    fk_exec *e;
+    const fk_op *op;
+    enum step step;
+    const float *x, *r;
+    float *y;
+    int cols;
+    fk_gemm_args g;
+    int wtype, row_chunks, col_chunks, col_unit;
+} task_ctx;
+
+static float *B_(const fk_exec *e, int id) { return id < 0 ? NULL : e->buf[id]; }
+static int cols_(const fk_exec *e, int id) { return (int)e->plan->bufs[id].cols; }
+static const float *T_(const fk_exec *e, int id) { return (const float *)fk_plan_data(e->plan, id); }
+
+static void run_task(void *vctx, int task, int thread) {
+    task_ctx *c = vctx;
+    fk_exec *e = c->e;
+    const fk_op *op = c->op;
+    const fk_kernels *k = e->k;
+    const int S = e->S, H = op->p[0], D = op->p[1];
+    int r0 = task * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK;
+    if (r1 > e->T) r1 = e->T;
+    switch (c->step) {
+    case S_EMBED:
+        for (int t = r0; t < r1; t++) {
+            float *y = c->y + (size_t)t * c->cols;
+            for (int i = 0; i < 4; i++) {
+                if (op->t[i] < 0) continue;
+                int src = op->p[i];
+                int64_t row = src >= 0 ? e->in[src][t] : src == FK_SRC_POSITION ? t % S : -(src + 2);
+                const float *tr = T_(e, op->t[i]) + (size_t)row * c->cols;
+                if (i == 0) memcpy(y, tr, sizeof(float) * c->cols);
+                else k->add_f32(c->cols, y, tr, y);
+            }
+        }
+        break;
+    case S_LN:
+        for (int t = r0; t < r1; t++)
+            k->layernorm_f32(c->cols, c->x + (size_t)t * c->cols, c->r ? c->r + (size_t)t * c->cols : NULL,
+                             T_(e, op->t[0]), T_(e, op->t[1]), op->f[0], c->y + (size_t)t * c->cols);
+        break;
+    case S_ADD:
+        for (int t = r0; t < r1; t++)
+            k->add_f32(c->cols, c->x + (size_t)t * c->cols, c->r + (size_t)t * c->cols, c->y + (size_t)t * c->cols);
+        break;
+    case S_BIAS:
+        for (int t = r0; t < r1; t++) k->add_f32(c->cols, c->x + (size_t)t * c->cols, c->r, c->y + (size_t)t * c->cols);
+        break;
+    case S_GELU:
+        for (int t = r0; t < r1; t++) {
+            const float *x = c->x + (size_t)t * c->cols;
+            float *y = c->y + (size_t)t * c->cols;
+            if (c->wtype) k->gelu_tab_f32(c->cols, x, y);
+            else k->gelu_f32(c->cols, x, y);
+        }
+        break;
+    case S_QUANT:
+        for (int t = r0; t < r1; t++) {
+            if (c->wtype == FK_W_I8)
+                k->quantize_row_i8(c->cols, c->x + (size_t)t * c->cols, (int8_t *)e->qa + (size_t)t * c->cols, &e->qscale[t]);
+            else
+                k->quantize_row_q8_0(c->cols, c->x + (size_t)t * c->cols, (fk_block_q8_0 *)e->qa + (size_t)t * (c->cols / FK_QK));
+        }
+        break;
+    case S_GEMM: {
+        int rc = task % c->row_chunks, cc = task / c->row_chunks;
+        int m0 = (int)((int64_t)e->T * rc / c->row_chunks), m1 = (int)((int64_t)e->T * (rc + 1) / c->row_chunks);
+        int units = (c->g.N + c->col_unit - 1) / c->col_unit;
+        int n0 = (int)((int64_t)units * cc / c->col_chunks) * c->col_unit;
+        int n1 = (int)((int64_t)units * (cc + 1) / c->col_chunks) * c->col_unit;
+        if (n1 > c->g.N) n1 = c->g.N;
+        if (m0 >= m1 || n0 >= n1) break;
+        if (c->wtype == FK_W_F32) k->gemm_f32(&c->g, m0, m1, n0, n1);
+        else if (c->wtype == FK_W_I8) k->gemm_i8(&c->g, m0, m1, n0, n1);
+        else k->gemm_q4_0(&c->g, m0, m1, n0, n1);
+        break;
+    }
+    case S_ATT: case S_QK: case S_PV: {
+        int chunks = (S + ATT_ROWS - 1) / ATT_ROWS;
+        int b = task / (H * chunks), h = (task / chunks) % H, i0 = (task % chunks) * ATT_ROWS;
+        int i1 = i0 + ATT_ROWS < S ? i0 + ATT_ROWS : S;
+        const float *q = e->buf[op->in[0]], *kk = e->buf[op->in[1]], *v = e->buf[op->in[2]];
+        int ldq = cols_(e, op->in[0]), ldk = cols_(e, op->in[1]), ldv = cols_(e, op->in[2]), ldo = H * D;
+        q += (size_t)b * S * ldq + op->p[2] + h * D;
+        kk += (size_t)b * S * ldk + op->p[3] + h * D;
+        v += (size_t)b * S * ldv + op->p[4] + h * D;
+        float *o = c->y + (size_t)b * S * ldo + h * D;
+        float *sc = e->scores ? e->scores + ((size_t)b * H + h) * S * S : NULL;
+        if (c->step == S_ATT) {
+            fk_attn_args a = {S, S, D, q, ldq, kk, ldk, v, ldv, op->p[5] >= 0 ? e->mask + (size_t)b * S : NULL,
+                              op->f[0], o, ldo};
+            k->attention_f32(&a, i0, i1, e->scratch[thread]);
+        } else if (c->step == S_QK) {
+            for (int i = i0; i < i1; i++)
+                for (int j = 0; j < S; j++) sc[(size_t)i * S + j] = k->dot_f32(D, q + (size_t)i * ldq, kk + (size_t)j * ldk);
+        } else {
+            for (int i = i0; i < i1; i++) {
+                float *oi = o + (size_t)i * ldo;
+                memset(oi, 0, sizeof(float) * D);
+                for (int j = 0; j < S; j++) k->axpy_f32(D, sc[(size_t)i * S + j], v + (size_t)j * ldv, oi);
+            }
+        }
+        break;
+    }
+    case S_SCALE: case S_MASK: case S_SOFTMAX: { /* over score rows: B*H*S rows of S */
+        int rows = e->B * H * S, q0 = task * ROWS_PER_TASK * 4, q1 = q0 + ROWS_PER_TASK * 4;
+        if (q1 > rows) q1 = rows;
+        for (int rr = q0; rr < q1; rr++) {
+            float *row = e->scores + (size_t)rr * S;
+            if (c->step == S_SCALE) k->scale_f32(S, op->f[0], row);
+            else if (c->step == S_MASK) k->add_f32(S, row, e->mask + (size_t)(rr / (H * S)) * S, row);
+            else k->softmax_f32(S, row, 1.0f, NULL);
+        }
+        break;
+    }
+    }
+}
+
+static void mark(fk_exec *e, const fk_op *op, const char *suffix, const char *cat) {
+    fk_prof *p = e->prof;
+    if (!p) return;
+    double now = fk_now_ms();
+    if (p->n < FK_PROF_MAX) {
+        snprintf(p->name[p->n], sizeof p->name[0], "%s%s", op->name, suffix);
+        p->op[p->n] = fk_op_kind_name(op->kind);
+        p->cat[p->n] = cat;
+        p->ms[p->n] += now - e->t_mark;
+        p->n++;
+    }
+    e->t_mark = fk_now_ms();
+}
+
+static void rows_pass(fk_exec *e, task_ctx *c, enum step s) {
+    c->step = s;
+    fk_pool_run(e->pool, (e->T + ROWS_PER_TASK - 1) / ROWS_PER_TASK, run_task, c);
+}
+
+static void run_fc(fk_exec *e, task_ctx *c) {
+    const fk_op *op = c->op;
+    const int N = op->p[1], K = op->p[2], nth = fk_pool_size(e->pool);
+    fk_gemm_args *g = &c->g;
+    memset(g, 0, sizeof *g);
+    g->M = e->T, g->N = N, g->K = K, g->lda = K, g->ldc = N;
+    g->w = fk_plan_data(e->plan, op->t[0]), g->w_scale = op->t[2] >= 0 ? T_(e, op->t[2]) : NULL;
+    g->bias = op->t[1] >= 0 ? T_(e, op->t[1]) : NULL;
+    c->wtype = op->p[0];
+    if (c->wtype != FK_W_F32) {
+        c->x = B_(e, op->in[0]), c->cols = K;
+        rows_pass(e, c, S_QUANT);
+        g->aq = e->qa, g->a_scale = e->qscale;
+        if (!e->fused) mark(e, op, "/quantize", "fc");
+    } else {
+        g->a = B_(e, op->in[0]);
+    }
+    const int act = op->p[3];
+    float *out = B_(e, op->out);
+    if (e->fused) {
+        g->epi = act == FK_ACT_GELU ? FK_EPI_BIAS_GELU : act == FK_ACT_GELU_TAB ? FK_EPI_BIAS_GELU_TAB
+                 : g->bias ? FK_EPI_BIAS : FK_EPI_NONE;
+        g->c = out;
+    } else {
+        g->epi = FK_EPI_NONE;
+        g->c = (g->bias || act) ? e->tmp1 : out;
+    }
+    /* Enough tasks for balance; column chunks aligned to the kernel's column unit. */
+    c->col_unit = c->wtype == FK_W_F32 ? FK_NR : 4;
+    int units = (N + c->col_unit - 1) / c->col_unit;
+    c->row_chunks = e->T >= 64 * nth ? nth : (e->T >= 32 ? 2 : 1);
+    c->col_chunks = units < 2 * nth ? units : 2 * nth;
+    c->step = S_GEMM;
+    fk_pool_run(e->pool, c->row_chunks * c->col_chunks, run_task, c);
+    if (e->fused) return mark(e, op, "", "fc");
+    mark(e, op, "/matmul", "fc");
+    c->cols = N;
+    if (g->bias) {
+        c->x = e->tmp1, c->r = g->bias, c->y = act ? e->tmp2 : out;
+        rows_pass(e, c, S_BIAS);
+        mark(e, op, "/bias", "fc");
+    }
+    if (act) {
+        c->x = g->bias ? e->tmp2 : e->tmp1, c->y = out, c->wtype = act == FK_ACT_GELU_TAB;
+        rows_pass(e, c, S_GELU);
+        mark(e, op, "/gelu", "gelu");
+    }
+}
+
+static void run_attention(fk_exec *e, task_ctx *c) {
+    const fk_op *op = c->op;
+    const int H = op->p[0], S = e->S;
+    if (op->p[5] >= 0) {
+        const int64_t *m = e->in[op->p[5]];
+        for (int t = 0; t < e->T; t++) e->mask[t] = m[t] ? op->f[2] : op->f[1];
+    }
+    c->y = B_(e, op->out);
+    int tasks = e->B * H * ((S + ATT_ROWS - 1) / ATT_ROWS);
+    if (e->fused) {
+        c->step = S_ATT;
+        fk_pool_run(e->pool, tasks, run_task, c);
+        return mark(e, op, "", "attention");
+    }
+    int score_tasks = (e->B * H * S + ROWS_PER_TASK * 4 - 1) / (ROWS_PER_TASK * 4);
+    c->step = S_QK, fk_pool_run(e->pool, tasks, run_task, c), mark(e, op, "/qk", "attention");
+    c->step = S_SCALE, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/scale", "attention");
+    if (op->p[5] >= 0) c->step = S_MASK, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/mask", "attention");
+    c->step = S_SOFTMAX, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/softmax", "attention");
+    c->step = S_PV, fk_pool_run(e->pool, tasks, run_task, c), mark(e, op, "/pv", "attention");
+}
+
+void fk_exec_run(fk_exec *e, fk_prof *prof) {
+    e->prof = prof;
+    if (prof) prof->n = 0, prof->runs++;
+    e->t_mark = fk_now_ms();
+    for (uint32_t i = 0; i < e->plan->n_ops; i++) {
+        const fk_op *op = &e->plan->ops[i];
+        task_ctx c = {.e = e, .op = op, .y = B_(e, op->out), .cols = cols_(e, op->out)};
+        switch (op->kind) {
+        case FK_OP_EMBED: rows_pass(e, &c, S_EMBED), mark(e, op, "", "other"); break;
+        case FK_OP_LAYERNORM:
+            c.x = B_(e, op->in[0]), c.r = B_(e, op->in[1]);
+            if (!e->fused && c.r) {
+                c.y = e->tmp1, rows_pass(e, &c, S_ADD), mark(e, op, "/add", "other");
+                c.x = e->tmp1, c.r = NULL, c.y = B_(e, op->out);
+            }
+            rows_pass(e, &c, S_LN), mark(e, op, "", "layernorm");
+            break;
+        case FK_OP_ADD: c.x = B_(e, op->in[0]), c.r = B_(e, op->in[1]), rows_pass(e, &c, S_ADD), mark(e, op, "", "other"); break;
+        case FK_OP_GELU: c.x = B_(e, op->in[0]), c.wtype = op->p[0], rows_pass(e, &c, S_GELU), mark(e, op, "", "gelu"); break;
+        case FK_OP_FC: run_fc(e, &c); break;
+        case FK_OP_ATTENTION: run_attention(e, &c); break;
+        }
+    }
+    e->prof = NULL;
+}
+
+static void *xcalloc(size_t n, size_t sz, int *oom) {
+    void *p = calloc(n ? n : 1, sz);
+    if (!p) *oom = 1;
+    return p;
+}
+
+int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *pool, int fused,
+                 const ftns_file *inputs, char *err, size_t el) {
+    memset(e, 0, sizeof *e);
+    e->plan = p, e->k = k, e->pool = pool, e->fused = fused;
+    int oom = 0;
+    e->in = xcalloc(p->n_inputs, sizeof(int64_t *), &oom);
+    for (uint32_t i = 0; i < p->n_inputs && !oom; i++) {
+        const ftns_tensor *t = ftns_find(inputs, p->inputs[i].name);
+        if (!t) return snprintf(err, el, "input %s is missing from the inputs file", p->inputs[i].name), -1;
+        if (t->ndim != 2 || (t->dtype != FTNS_I64 && t->dtype != FTNS_I32))
+            return snprintf(err, el, "input %s must be int64 or int32 [batch, seq]", t->name), -1;
+        if (e->B == 0) e->B = (int)t->dims[0], e->S = (int)t->dims[1];
+        if (t->dims[0] != e->B || t->dims[1] != e->S || e->B <= 0 || e->S <= 0 || (int64_t)e->B * e->S > (1 << 20))
+            return snprintf(err, el, "input %s has shape [%lld, %lld]; inputs must share one [batch, seq] shape", t->name,
+                            (long long)t->dims[0], (long long)t->dims[1]), -1;
+        e->in[i] = xcalloc((size_t)e->B * e->S, sizeof(int64_t), &oom);
+        for (int64_t j = 0; !oom && j < (int64_t)e->B * e->S; j++)
+            e->in[i][j] = t->dtype == FTNS_I64 ? ((const int64_t *)t->data)[j] : ((const int32_t *)t->data)[j];
+    }
+    if (p->n_inputs == 0) return snprintf(err, el, "plan has no inputs"), -1;
+    e->T = e->B * e->S;
+    /* Every index an op will use is checked here, so a bad id is an error, not a wild read. */
+    size_t qa = 0, tmp = 0, scores = 0;
+    for (uint32_t i = 0; i < p->n_ops; i++) {
+        const fk_op *op = &p->ops[i];
+        if (op->kind == FK_OP_EMBED)
+            for (int j = 0; j < 4; j++) {
+                if (op->t[j] < 0) continue;
+                int64_t rows = p->tensors[op->t[j]].dims[0];
+                if (op->p[j] == FK_SRC_POSITION && e->S > rows)
+                    return snprintf(err, el, "op %s: sequence length %d exceeds the %lld positions of the model", op->name, e->S, (long long)rows), -1;
+                for (int64_t t = 0; op->p[j] >= 0 && !oom && t < e->T; t++)
+                    if (e->in[op->p[j]][t] < 0 || e->in[op->p[j]][t] >= rows)
+                        return snprintf(err, el, "op %s: input %s holds index %lld outside [0, %lld)", op->name,
+                                        p->inputs[op->p[j]].name, (long long)e->in[op->p[j]][t], (long long)rows), -1;
+            }
+        if (op->kind == FK_OP_FC) {
+            size_t K = (size_t)op->p[2], N = (size_t)op->p[1];
+            size_t q = op->p[0] == FK_W_I8 ? K : op->p[0] == FK_W_Q4_0 ? K / FK_QK * sizeof(fk_block_q8_0) : 0;
+            if (q > qa) qa = q;
+            if (N > tmp) tmp = N;
+        }
+        if (op->kind == FK_OP_LAYERNORM && p->bufs[op->out].cols > tmp) tmp = p->bufs[op->out].cols;
+        if (op->kind == FK_OP_ATTENTION && (size_t)op->p[0] > scores) scores = (size_t)op->p[0];
+    }
+    e->buf = xcalloc(p->n_bufs, sizeof(float *), &oom);
+    for (uint32_t i = 0; i < p->n_bufs && !oom; i++) e->buf[i] = xcalloc((size_t)e->T * p->bufs[i].cols, sizeof(float), &oom);
+    e->qa = xcalloc((size_t)e->T, qa ? qa : 1, &oom);
+    e->qscale = xcalloc((size_t)e->T, sizeof(float), &oom);
+    e->mask = xcalloc((size_t)e->T, sizeof(float), &oom);
+    if (!fused) {
+        e->tmp1 = xcalloc((size_t)e->T * tmp, sizeof(float), &oom);
+        e->tmp2 = xcalloc((size_t)e->T * tmp, sizeof(float), &oom);
+        e->scores = xcalloc((size_t)e->B * scores * e->S * e->S, sizeof(float), &oom);
+    }
+    e->scratch = xcalloc((size_t)fk_pool_size(pool), sizeof(float *), &oom);
+    for (int i = 0; i < fk_pool_size(pool) && !oom; i++) e->scratch[i] = xcalloc((size_t)e->S, sizeof(float), &oom);
+    if (oom) return snprintf(err, el, "out of memory allocating activations for batch %d x seq %d", e->B, e->S), -1;
+    return 0;
+}
+
+uint32_t fk_exec_outputs(const fk_exec *e, ftns_tensor *out, uint32_t max) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < e->plan->n_outputs && n < max; i++, n++) {
+        const fk_plan_output *po = &e->plan->outputs[i];
+        ftns_tensor *t = &out[n];
+        memset(t, 0, sizeof *t);
+        snprintf(t->name, sizeof t->name, "%s", po->name);
+        t->dtype = FTNS_F32, t->ndim = 3;
+        t->dims[0] = e->B, t->dims[1] = e->S, t->dims[2] = e->plan->bufs[po->buf].cols;
+        t->nbytes = (uint64_t)e->T * t->dims[2] * 4;
+        t->data = e->buf[po->buf];
+    }
+    return n;
+}
+
+void fk_exec_free(fk_exec *e) {
+    const fk_plan *p = e->plan;
+    if (!p) return;
+    for (uint32_t i = 0; e->in && i < p->n_inputs; i++) free(e->in[i]);
+    for (uint32_t i = 0; e->buf && i < p->n_bufs; i++) free(e->buf[i]);
+    for (int i = 0; e->scratch && i < fk_pool_size(e->pool); i++) free(e->scratch[i]);
+    free(e->in), free(e->buf), free(e->scratch), free(e->qa), free(e->qscale), free(e->mask);
+    free(e->tmp1), free(e->tmp2), free(e->scores);
+    memset(e, 0, sizeof *e);
+}

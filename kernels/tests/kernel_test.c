@@ -1,0 +1,241 @@
+/* Kernel harness: checks every ISA table this binary holds (and this CPU runs) against the
+ * plain-C references at awkward lengths, so every vector body and scalar tail runs.
+ * Prints one line per (table, kernel); exits 1 on any mismatch. Usage: kernel_test [table] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fk.h"
+
+static const int LENS[] = {1, 2, 3, 5, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 511, 513, 1023};
+#define NLENS ((int)(sizeof LENS / sizeof LENS[0]))
+static const int MS[] = {1, 2, 3, 5, 7, 13, 17};
+#define NMS ((int)(sizeof MS / sizeof MS[0]))
+
+static unsigned long long rng = 88172645463325252ull;
+static float frand(float lo, float hi) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return lo + (hi - lo) * (float)((rng >> 11) * (1.0 / 9007199254740992.0));
+}
+static float *fvec(int n, float lo, float hi) {
+    float *v = malloc(sizeof(float) * (n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) v[i] = frand(lo, hi);
+    return v;
+}
+
+static int failures;
+static const char *cur_table, *cur_kernel;
+static int cur_cases;
+static double cur_worst;
+
+static void begin(const char *kernel) { cur_kernel = kernel, cur_cases = 0, cur_worst = 0; }
+static void end(void) {
+    printf("%-4s %-8s %-18s cases=%d worst_err=%.3g\n", cur_worst <= 1.0 ? "ok" : "FAIL",
+           cur_table, cur_kernel, cur_cases, cur_worst);
+    if (cur_worst > 1.0) failures++;
+}
+/* Worst |got-want| / (atol + rtol*|want|) over n values; > 1 is a failure. */
+static void check(const char *what, int n, const float *got, const float *want, float atol, float rtol) {
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]) / (atol + rtol * fabs(want[i]));
+        if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+    }
+    if (worst > 1.0) fprintf(stderr, "  mismatch %s/%s %s n=%d err=%.3g\n", cur_table, cur_kernel, what, n, worst);
+    if (worst > cur_worst) cur_worst = worst;
+    cur_cases++;
+}
+
+static void test_vec(const fk_kernels *k) {
+    char what[64];
+    begin("dot_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *a = fvec(n, -1, 1), *b = fvec(n, -1, 1), s = 0;
+        for (int i = 0; i < n; i++) s += fabsf(a[i] * b[i]);
+        float got = k->dot_f32(n, a, b), want = fk_dot_f32_generic(n, a, b);
+        check("", 1, &got, &want, 1e-6f * s + 1e-7f, 0);
+        free(a), free(b);
+    }
+    end();
+    begin("axpy/add/scale");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -2, 2), *y = fvec(n, -2, 2), *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        memcpy(y1, y, 4 * n), memcpy(y2, y, 4 * n);
+        k->axpy_f32(n, 0.7f, x, y1), fk_axpy_f32_generic(n, 0.7f, x, y2);
+        check("axpy", n, y1, y2, 1e-6f, 1e-6f);
+        k->add_f32(n, x, y, y1), fk_add_f32_generic(n, x, y, y2);
+        check("add", n, y1, y2, 0, 1e-7f);
+        memcpy(y1, y, 4 * n), memcpy(y2, y, 4 * n);
+        k->scale_f32(n, -1.3f, y1), fk_scale_f32_generic(n, -1.3f, y2);
+        check("scale", n, y1, y2, 0, 1e-7f);
+        free(x), free(y), free(y1), free(y2);
+    }
+    end();
+    begin("gelu_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -10, 10), *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        k->gelu_f32(n, x, y1), fk_gelu_f32_generic(n, x, y2);
+        check("", n, y1, y2, 2e-6f, 2e-6f);
+        free(x), free(y1), free(y2);
+    }
+    end();
+    begin("gelu_tab_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -10, 10), *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        k->gelu_tab_f32(n, x, y1), fk_gelu_tab_f32_generic(n, x, y2);
+        check("vs table ref", n, y1, y2, 1e-6f, 1e-6f);
+        fk_gelu_f32_generic(n, x, y2);
+        check("vs erf", n, y1, y2, 2e-6f, 2e-6f);
+        free(x), free(y1), free(y2);
+    }
+    end();
+    begin("layernorm_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -3, 5), *r = fvec(n, -1, 1), *g = fvec(n, 0.5f, 1.5f), *b = fvec(n, -1, 1);
+        float *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        for (int res = 0; res < 2; res++) {
+            k->layernorm_f32(n, x, res ? r : NULL, g, b, 1e-5f, y1);
+            fk_layernorm_f32_generic(n, x, res ? r : NULL, g, b, 1e-5f, y2);
+            snprintf(what, sizeof what, "residual=%d", res);
+            check(what, n, y1, y2, 2e-5f, 2e-5f);
+        }
+        free(x), free(r), free(g), free(b), free(y1), free(y2);
+    }
+    end();
+    begin("softmax_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -8, 8), *mask = fvec(n, 0, 1), *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        for (int i = 0; i < n; i++) mask[i] = (i % 3 == 2 && i != 0) ? -10000.0f : 0.0f;
+        for (int m = 0; m < 2; m++) {
+            memcpy(y1, x, 4 * n), memcpy(y2, x, 4 * n);
+            k->softmax_f32(n, y1, 0.125f, m ? mask : NULL);
+            fk_softmax_f32_generic(n, y2, 0.125f, m ? mask : NULL);
+            check(m ? "mask" : "nomask", n, y1, y2, 1e-7f, 2e-6f);
+        }
+        free(x), free(mask), free(y1), free(y2);
+    }
+    end();
+}
+
+/* Runs one GEMM through the table in two column halves (split at a panel boundary) and
+ * two row halves, as the runtime's threads would, and through the reference in one call. */
+static void run_gemm(const fk_kernels *k, void (*ref)(const fk_gemm_args *, int, int, int, int),
+                     void (*fn)(const fk_gemm_args *, int, int, int, int), fk_gemm_args *g, float atol) {
+    float *want = calloc((size_t)g->M * g->N, 4), *got = calloc((size_t)g->M * g->N, 4);
+    (void)k;
+    g->c = want, ref(g, 0, g->M, 0, g->N);
+    int nsplit = (g->N / 2) / FK_NR * FK_NR, msplit = g->M / 2;
+    g->c = got;
+    fn(g, 0, msplit, 0, nsplit), fn(g, 0, msplit, nsplit, g->N);
+    fn(g, msplit, g->M, 0, nsplit), fn(g, msplit, g->M, nsplit, g->N);
+    char what[96];
+    snprintf(what, sizeof what, "M=%d N=%d K=%d epi=%d", g->M, g->N, g->K, g->epi);
+    check(what, g->M * g->N, got, want, atol, 1e-5f);
+    free(want), free(got);
+}
+
+static void gemm_case(const fk_kernels *k, int kind, int M, int N, int K, int epi) {
+    fk_gemm_args g = {0};
+    g.M = M, g.N = N, g.K = K, g.ldc = N, g.epi = epi;
+    float *a = fvec(M * K, -1, 1), *w = fvec(K * N, -1, 1), *bias = fvec(N, -1, 1);
+    g.bias = bias;
+    void *wq = NULL, *aq = NULL;
+    float *as = NULL, *ws = NULL;
+    float atol = 1e-5f * sqrtf((float)K);
+    if (kind == 0) {
+        float *p = malloc(4 * fk_packed_b_f32_size(K, N));
+        fk_pack_b_f32(K, N, w, N, p);
+        g.a = a, g.lda = K, g.w = wq = p;
+        run_gemm(k, fk_gemm_f32_generic, k->gemm_f32, &g, atol);
+    } else if (kind == 1) {
+        int8_t *q = malloc((size_t)M * K), *wt = malloc((size_t)N * K);
+        as = malloc(4 * M), ws = malloc(4 * N);
+        for (int m = 0; m < M; m++) k->quantize_row_i8(K, a + (size_t)m * K, q + (size_t)m * K, &as[m]);
+        for (int n = 0; n < N; n++) {
+            float *col = malloc(4 * K);
+            for (int kk = 0; kk < K; kk++) col[kk] = w[(size_t)kk * N + n];
+            fk_quantize_row_i8_generic(K, col, wt + (size_t)n * K, &ws[n]);
+            free(col);
+        }
+        g.aq = aq = q, g.lda = K, g.a_scale = as, g.w = wq = wt, g.w_scale = ws;
+        run_gemm(k, fk_gemm_i8_generic, k->gemm_i8, &g, atol);
+    } else {
+        int nb = K / FK_QK;
+        fk_block_q8_0 *q = malloc(sizeof(fk_block_q8_0) * M * nb);
+        fk_block_q4_0 *wt = malloc(sizeof(fk_block_q4_0) * N * nb);
+        for (int m = 0; m < M; m++) k->quantize_row_q8_0(K, a + (size_t)m * K, q + (size_t)m * nb);
+        for (int n = 0; n < N; n++)
+            for (int b = 0; b < nb; b++) {
+                fk_block_q4_0 *blk = &wt[(size_t)n * nb + b];
+                blk->d = frand(0.01f, 0.2f);
+                for (int j = 0; j < FK_QK / 2; j++) blk->qs[j] = (uint8_t)(int)frand(0, 255.99f);
+            }
+        g.aq = aq = q, g.w = wq = wt;
+        run_gemm(k, fk_gemm_q4_0_generic, k->gemm_q4_0, &g, atol);
+    }
+    free(a), free(w), free(bias), free(wq), free(aq), free(as), free(ws);
+}
+
+static void test_gemm(const fk_kernels *k) {
+    static const char *names[] = {"gemm_f32", "gemm_i8", "gemm_q4_0"};
+    for (int kind = 0; kind < 3; kind++) {
+        begin(names[kind]);
+        for (int l = 0; l < NLENS; l++) {
+            int L = LENS[l], M = MS[l % NMS], epi = l % 4;
+            int Kfix = kind == 2 ? 64 : 33, Kvar = kind == 2 ? FK_QK * (l < 10 ? L : l) : L;
+            gemm_case(k, kind, M, L, Kfix, epi);      /* column tails */
+            gemm_case(k, kind, M, 37, Kvar, 3 - epi); /* K tails (blocks for q4) */
+        }
+        gemm_case(k, kind, 33, 70, kind == 2 ? 288 : 300, FK_EPI_BIAS_GELU); /* multi K-block */
+        end();
+    }
+}
+
+static void test_attention(const fk_kernels *k) {
+    static const int DS[] = {1, 3, 16, 17, 32, 64};
+    begin("attention_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int Sk = LENS[l], Sq = 3, D = DS[l % 6], ld = D + 5;
+        float *q = fvec(Sq * ld, -1, 1), *kk = fvec(Sk * ld, -1, 1), *v = fvec(Sk * ld, -1, 1);
+        float *mask = fvec(Sk, 0, 1), *o1 = calloc(Sq * ld, 4), *o2 = calloc(Sq * ld, 4);
+        float *scratch = malloc(4 * Sk);
+        for (int j = 0; j < Sk; j++) mask[j] = (j > 0 && j % 4 == 3) ? -1e9f : 0.0f;
+        fk_attn_args a = {Sq, Sk, D, q, ld, kk, ld, v, ld, (l & 1) ? mask : NULL, 1.0f / sqrtf((float)D), o1, ld};
+        k->attention_f32(&a, 0, 1, scratch), k->attention_f32(&a, 1, Sq, scratch);
+        a.o = o2;
+        fk_attention_f32_generic(&a, 0, Sq, scratch);
+        char what[64];
+        snprintf(what, sizeof what, "Sk=%d D=%d", Sk, D);
+        check(what, Sq * ld, o1, o2, 1e-6f, 1e-5f);
+        free(q), free(kk), free(v), free(mask), free(o1), free(o2), free(scratch);
+    }
+    end();
+}
+
+int main(int argc, char **argv) {
+    fk_init();
+    const fk_kernels *const *all = fk_all_kernels();
+    printf("cpu features: 0x%llx\n", (unsigned long long)fk_cpu_features());
+    int tested = 0;
+    for (int i = 0; all[i]; i++) {
+        const fk_kernels *k = all[i];
+        if (argc > 1 && strcmp(argv[1], k->name) != 0) continue;
+        if ((k->needs & fk_cpu_features()) != k->needs) {
+            printf("skip %-8s (cpu lacks features 0x%llx)\n", k->name,
+                   (unsigned long long)(k->needs & ~fk_cpu_features()));
+            continue;
+        }
+        cur_table = k->name;
+        test_vec(k), test_gemm(k), test_attention(k);
+        tested++;
+    }
+    printf("%s: %d tables tested, %d failures\n", failures ? "FAILED" : "PASSED", tested, failures);
+    return failures || !tested ? 1 : 0;
+}

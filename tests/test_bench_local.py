@@ -1,0 +1,167 @@
+"""Real benches on `local` (the real agent, the real ORT runner, a real store), including a
+second `local`-transport device in another work dir to show devices run side by side and
+one failing alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from farm.bench.config import BenchConfig, Policy
+from farm.bench.runner import Bench, run_bench
+from farm.inventory.builtin import local_device
+from farm.inventory.device import Device
+from farm.results.store import ResultStore
+
+FAST = Policy(warmup_runs=2, warmup_min_s=0.05, min_runs=20, min_time_s=0.2, max_time_s=2.0)
+
+
+@pytest.fixture(autouse=True)
+def farm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FARM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def device(tmp_path: Path, name: str = "local") -> Device:
+    return dataclasses.replace(local_device(), name=name, workdir=str(tmp_path / f"wd-{name}"))
+
+
+def agents_running(workdir: str) -> list[int]:
+    """Agent or runner processes whose command line mentions this work dir."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().split(") ")[1][0]
+        except (OSError, IndexError):
+            continue
+        if workdir in cmd and state != "Z" and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def test_bench_ort_on_local(tmp_path: Path) -> None:
+    dev = device(tmp_path)
+    events: list[dict[str, Any]] = []
+    config = BenchConfig(routes=("ort", "tvm", "custom"), policy=FAST, pause_s=0.0,
+                         profile_runs=1)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        result = run_bench([dev], config, store, "test", emit=events.append)
+        assert result.status == "ok" and result.exit_code == 0
+        by_route = {r["route"]: r for r in store.records(result.run_id)}
+        assert store.integrity_check().ok
+    ort = by_route["ort"]
+    assert ort["status"] == "ok", ort["status_detail"]
+    assert ort["n"] >= 20 and len(ort["samples_ms"]) == ort["n"]
+    assert 0 < ort["median_ms"] <= ort["p90_ms"] <= ort["max_ms"]
+    assert ort["load_ms"] > 0 and ort["first_run_ms"] > 0 and ort["warmup_runs"] >= 2
+    assert ort["peak_vmhwm_kb"] > 10_000
+    assert ort["accuracy"]["ok"] is True and ort["accuracy"]["max_abs_diff"] < 1e-3
+    assert set(ort["ops"]["categories"]) >= {"attention", "fc", "layernorm", "gelu", "other"}
+    assert ort["state_before"] and ort["state_after"] and isinstance(ort["drift"], list)
+    assert len(ort["agent_hash"]) == 64 and ort["cpu_info"]["cores"] >= 1
+    assert ort["policy"]["min_runs"] == 20 and ort["policy"]["seed"] == 0
+    for route in ("tvm", "custom"):
+        assert by_route[route]["status"] == "unavailable"
+        assert by_route[route]["status_detail"]
+    kinds = [e["event"] for e in events if e["device"] == dev.name]
+    assert kinds[0] == "phase" and kinds[-1] == "device_done"
+    assert "samples" in kinds and "route_done" in kinds
+    assert not agents_running(dev.workdir)
+
+
+def test_device_failing_mid_run_fails_alone(tmp_path: Path) -> None:
+    good, bad = device(tmp_path, "good"), device(tmp_path, "bad")
+    slow = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=3.0, max_time_s=6.0)
+    config = BenchConfig(policy=slow, pause_s=0.0, profile_runs=1)
+    killed = threading.Event()
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        bench = Bench([good, bad], config, store, "test")
+
+        def emit(event: dict[str, Any]) -> None:
+            # the fault, injected from outside: the bad device's agent is killed mid-route
+            if event["device"] == "bad" and event["event"] == "stage" and not killed.is_set():
+                run = next(r for r in bench.runs if r.device.name == "bad")
+                assert run.hello is not None
+                os.kill(run.hello["pid"], signal.SIGKILL)
+                killed.set()
+
+        bench.start(emit)
+        assert bench.wait(60)
+        result = bench.finish()
+        assert killed.is_set()
+        assert result.exit_code == 3 and result.status == "partial"
+        assert result.devices["good"][0] == "ok"
+        status, detail = result.devices["bad"]
+        assert status == "failed" and "agent channel closed" in detail
+        recs = {(r["device"], r["route"]): r for r in store.records(result.run_id)}
+        assert recs[("good", "ort")]["status"] == "ok" and recs[("good", "ort")]["n"] >= 10
+        assert recs[("bad", "ort")]["status"] == "failed"
+        assert "device lost during this route" in recs[("bad", "ort")]["status_detail"]
+        assert store.integrity_check().ok
+        assert [r.status for r in store.runs()] == ["partial"]
+    assert not agents_running(bad.workdir) and not agents_running(good.workdir)
+
+
+def test_interrupt_keeps_results_and_leaves_no_agent(tmp_path: Path) -> None:
+    devs = [device(tmp_path, "a"), device(tmp_path, "b")]
+    config = BenchConfig(policy=Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=5,
+                                       min_time_s=0.1, max_time_s=30.0),
+                         pause_s=0.0, profile_runs=1)
+    slow_b = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=5, min_time_s=20.0,
+                    max_time_s=30.0)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        bench = Bench(devs, config, store, "test")
+        done_a = threading.Event()
+
+        def emit(event: dict[str, Any]) -> None:
+            if event["device"] == "b" and event["event"] == "phase" and \
+                    event["phase"] == "lease":
+                # runs in b's thread before its first request: b measures for 20 s
+                run_b = next(r for r in bench.runs if r.device.name == "b")
+                run_b.config = dataclasses.replace(config, policy=slow_b)
+            if event["device"] == "a" and event["event"] == "device_done":
+                done_a.set()
+
+        bench.start(emit)
+        assert done_a.wait(60)
+        time.sleep(1.0)
+        started = time.monotonic()
+        bench.interrupt()  # what Ctrl-C does in `farm bench`
+        assert bench.wait(20)
+        assert time.monotonic() - started < 15
+        result = bench.finish()
+        assert result.status == "interrupted" and result.exit_code == 130
+        kept = store.records(result.run_id)
+        assert [(r["device"], r["status"]) for r in kept] == [("a", "ok")]
+        assert store.integrity_check().ok
+    for dev in devs:
+        assert not agents_running(dev.workdir)
+
+
+def test_jsonl_events_when_not_a_tty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from farm.cli.main import main
+    wd = tmp_path / "wd-cli"
+    os.environ["FARM_LOCAL_WORKDIR"] = str(wd)
+    try:
+        code = main(["bench", "--runs", "10", "--min-time", "0.1", "--max-time", "2",
+                     "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
+                     "--pause", "0", "--store", str(tmp_path / "c.sqlite")])
+    finally:
+        del os.environ["FARM_LOCAL_WORKDIR"]
+    out = capsys.readouterr().out
+    assert code == 0
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert {"run", "route_start", "samples", "route_done", "device_done"} <= {
+        e["event"] for e in events}
+    assert "median ms" in out  # the final table follows the event stream

@@ -1,0 +1,141 @@
+"""compare: significance logic on constructed samples, key matching, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from farm.cli.main import main
+from farm.results.compare import (
+    FASTER,
+    NOT_MEASURED,
+    ONLY_A,
+    ONLY_B,
+    SAME,
+    SLOWER,
+    compare_records,
+    format_comparisons,
+    render_comparisons,
+)
+from farm.results.store import ResultStore
+
+
+def _rec(samples, route: str = "ort", **over):  # type: ignore[no-untyped-def]
+    rec = {"device": "local", "route": route, "variant": "fp32", "threads": 1,
+           "status": "ok", "model": "tiny", "model_hash": "abc",
+           "samples_ms": None if samples is None else [float(v) for v in samples]}
+    rec.update(over)
+    return rec
+
+
+def test_clearly_different_is_significant() -> None:
+    rng = np.random.default_rng(100)
+    a = rng.normal(10.0, 0.2, 60)
+    b = rng.normal(9.0, 0.2, 60)
+    (faster,) = compare_records([_rec(a)], [_rec(b)])
+    assert faster.verdict == FASTER
+    assert faster.p_value is not None and faster.p_value < 1e-6
+    assert faster.ratio == pytest.approx(np.median(b) / np.median(a))
+    assert faster.ratio_ci_high is not None and faster.ratio_ci_high < 1.0
+    assert faster.ratio_ci_low is not None and faster.ratio_ci_low < faster.ratio
+    (slower,) = compare_records([_rec(b)], [_rec(a)])
+    assert slower.verdict == SLOWER and slower.ratio is not None and slower.ratio > 1.0
+
+
+def test_same_distribution_is_no_significant_difference() -> None:
+    rng = np.random.default_rng(101)
+    a = rng.lognormal(2.0, 0.05, 200)
+    b = rng.lognormal(2.0, 0.05, 200)
+    (same,) = compare_records([_rec(a)], [_rec(b)])
+    assert same.verdict == SAME
+    assert same.p_value is not None and same.p_value > 0.05
+    assert same.ratio_ci_low is not None and same.ratio_ci_high is not None
+    assert same.ratio_ci_low < 1.0 < same.ratio_ci_high
+    (identical,) = compare_records([_rec(a)], [_rec(a)])
+    assert (identical.verdict, identical.ratio, identical.p_value) == (SAME, 1.0, 1.0)
+    (constant,) = compare_records([_rec([5.0] * 10)], [_rec([5.0] * 10)])
+    assert (constant.verdict, constant.p_value) == (SAME, 1.0)  # all ties: no evidence
+
+
+def test_few_samples_are_not_enough_evidence() -> None:
+    # B is twice as slow, but with 3 samples each the exact two-sided p is 0.1
+    (c,) = compare_records([_rec([1.0, 1.1, 1.2])], [_rec([2.0, 2.1, 2.2])])
+    assert c.ratio == pytest.approx(2.1 / 1.1)
+    assert c.p_value == pytest.approx(0.1)
+    assert c.verdict == SAME
+    (c,) = compare_records([_rec([1.0, 1.1, 1.2])], [_rec([2.0, 2.1, 2.2])], alpha=0.2)
+    assert c.verdict == SLOWER
+
+
+def test_keys_missing_and_unmeasured() -> None:
+    a = [_rec([1, 2, 3], "ort"), _rec([1, 2, 3], "tvm"),
+         _rec(None, "custom", status="failed", status_detail="boom")]
+    b = [_rec([1, 2, 3], "ort", threads=2), _rec([1, 2, 3], "tvm"),
+         _rec([1, 2, 3], "custom")]
+    got = {(c.route, c.threads): c for c in compare_records(a, b)}
+    assert got[("ort", 1)].verdict == ONLY_A
+    assert got[("ort", 2)].verdict == ONLY_B
+    assert got[("tvm", 1)].verdict == SAME
+    custom = got[("custom", 1)]
+    assert custom.verdict == NOT_MEASURED and "A not measured (failed: boom)" in custom.note
+    assert [c.route for c in compare_records(a, b)] == ["custom", "ort", "ort", "tvm"]
+
+
+def test_notes_pooling_models_invalid_drift() -> None:
+    a = [_rec([1.0, 1.2]), _rec([1.1, 1.3])]
+    b = [_rec([1.0, 1.2, 1.1], model="other", model_hash="def", status="invalid",
+              drift=["freq: cpu0 1 -> 2 kHz (+100.0%)"])]
+    (c,) = compare_records(a, b)
+    assert c.n_a == 4 and c.n_b == 3
+    for part in ("models differ", "A pools 2 records", "B outputs invalid", "B drift: 1"):
+        assert part in c.note
+
+
+def test_printing_comparisons() -> None:
+    rng = np.random.default_rng(105)
+    comps = compare_records([_rec(rng.normal(10, 0.2, 30))], [_rec(rng.normal(8, 0.2, 30))])
+    doc = json.loads(format_comparisons(comps, "json"))
+    assert doc["alpha"] == 0.05 and doc["comparisons"][0]["verdict"] == FASTER
+    assert format_comparisons(comps, "md").splitlines()[0].startswith("| device | route |")
+    console = Console(force_terminal=True, color_system=None, width=160, record=True)
+    console.print(render_comparisons(comps, "runA", "runB"))
+    text = console.export_text()
+    assert "ratio B/A" in text and "faster" in text and "Mann-Whitney U" in text
+    assert "median B / median A" in text
+
+
+def test_cli_compare_and_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(106)
+    path = tmp_path / "r.sqlite"
+    with ResultStore(path) as store:
+        run_a = store.start_run("a")
+        store.add({"run_id": run_a, **_rec(rng.normal(10, 0.1, 40))})
+        store.finish_run(run_a, "ok")
+        run_b = store.start_run("b")
+        store.add({"run_id": run_b, **_rec(rng.normal(12, 0.1, 40))})
+        store.finish_run(run_b, "ok")
+    assert main(["compare", run_a, "latest", "--store", str(path), "--output", "json"]) == 0
+    (c,) = json.loads(capsys.readouterr().out)["comparisons"]
+    assert c["verdict"] == SLOWER and c["ratio"] > 1.1
+    assert main(["compare", run_a, "latest", "--store", str(path)]) == 0
+    assert "slower" in capsys.readouterr().out
+    assert main(["results", "list", "--store", str(path), "--output", "jsonl"]) == 0
+    runs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["run_id"] for r in runs] == [run_a, run_b]
+    assert main(["results", "show", run_b[:-1], "--store", str(path), "--output", "md"]) == 0
+    assert "median ms" in capsys.readouterr().out
+    assert main(["results", "show", "latest", "--store", str(path), "--output", "csv",
+                 "--columns", "route,median_ms"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "route,median_ms"
+    assert main(["results", "check", "--store", str(path)]) == 0
+    assert "ok" in capsys.readouterr().out
+    assert main(["compare", "nope", "latest", "--store", str(path)]) == 1
+    assert "no run matches 'nope'" in capsys.readouterr().err
+    assert main(["results", "show", "latest", "--store", str(path), "--columns", "x"]) == 2
+    missing = tmp_path / "none.sqlite"
+    assert main(["results", "list", "--store", str(missing)]) == 1
+    assert "no result store at" in capsys.readouterr().err and not missing.exists()

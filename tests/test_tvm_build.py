@@ -1,0 +1,106 @@
+"""TVM build: dict targets, default schedules, content-addressed cache, cross export, and the
+unsupported-operator error. Real TVM compilation of the `tiny` encoder (about 1 s each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from farm.build.models.config import PRESETS
+from farm.build.models.encoder import build_encoder
+from farm.build.tvm.target import target_spec
+from farm.errors import BuildError
+from farm.inventory.builtin import local_device
+from farm.inventory.device import Device
+
+AARCH64 = Device(name="a64", transport="ssh", arch="aarch64", triple="aarch64-linux-gnu",
+                 features=("dotprod", "neon"), cores=4, host="127.0.0.1")
+
+
+@pytest.fixture(scope="module")
+def farm_home(tmp_path_factory: pytest.TempPathFactory):
+    home = tmp_path_factory.mktemp("farm_home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FARM_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="module")
+def tiny_model(farm_home: Path) -> Path:
+    path = farm_home / "tiny.onnx"
+    onnx.save(build_encoder(PRESETS["tiny"]), str(path))
+    return path
+
+
+def test_target_spec_maps_features_to_llvm_attributes() -> None:
+    spec = target_spec(AARCH64)
+    assert spec == {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "num-cores": 4,
+                    "mattr": ["+dotprod", "+neon"]}
+    local = target_spec(local_device(), host_cpu="testcpu")
+    assert local["mcpu"] == "testcpu" and local["mtriple"].startswith(local_device().arch)
+    bare = Device(name="b", transport="ssh", arch="aarch64", triple="aarch64-linux-gnu",
+                  host="127.0.0.1")
+    assert target_spec(bare)["mattr"] == ["+neon"]
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_build_local_schedules_every_kernel_and_caches(tiny_model: Path) -> None:
+    from farm.build.tvm import build_tvm
+
+    stages: list[str] = []
+    art = build_tvm(tiny_model, local_device(), progress=lambda s, _f: stages.append(s))
+    assert art.path.is_file() and art.size_bytes == art.path.stat().st_size
+    assert not art.cached and art.build_s > 0
+    assert stages[0] == "check" and stages[-1] == "done"
+    # no kernel left as a naive loop nest: matmuls get farm's GEMM rule
+    assert "none" not in art.schedule_sources.values(), art.schedule_sources
+    assert any(s == "default:CpuMatmul" for s in art.schedule_sources.values())
+    again = build_tvm(tiny_model, local_device())
+    assert again.cached and again.key == art.key and again.path == art.path
+
+    unfused = build_tvm(tiny_model, local_device(), fusion=False)
+    assert unfused.key != art.key
+    assert len(unfused.schedule_sources) > len(art.schedule_sources)
+    assert not any(k.startswith("fused_") for k in unfused.schedule_sources)
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_cross_compile_aarch64_gives_an_aarch64_elf(tiny_model: Path) -> None:
+    from farm.build.registry import for_target
+    from farm.build.tvm import build_tvm
+
+    art = build_tvm(tiny_model, AARCH64)
+    header = art.path.read_bytes()[:20]
+    assert header[:4] == b"\x7fELF"
+    assert int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
+    assert art.target["mattr"] == ["+dotprod", "+neon"]
+    kinds = {a.kind for a in for_target("aarch64") if a.local in (str(art.path),
+                                                                  str(art.meta_path))}
+    assert kinds == {"tvm-lib", "tvm-meta"}
+
+
+@pytest.mark.tvm
+def test_unsupported_operator_names_it_and_the_variants(tmp_path: Path, farm_home: Path) -> None:
+    from farm.build.tvm import build_tvm
+
+    node = helper.make_node("MatMulNBits", ["x", "w", "s"], ["y"], domain="com.microsoft",
+                            K=32, N=32, bits=4, block_size=32)
+    graph = helper.make_graph(
+        [node], "int4",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])],
+        [helper.make_tensor("w", TensorProto.UINT8, [32, 1, 16], bytes(512), raw=True),
+         helper.make_tensor("s", TensorProto.FLOAT, [32], [1.0] * 32)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "int4.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(BuildError) as err:
+        build_tvm(path, local_device())
+    assert "MatMulNBits" in str(err.value)
+    assert "int8-dynamic" in str(err.value) and "int8-qdq" in str(err.value)

@@ -1,0 +1,112 @@
+"""A real TVM RPC tracker and server on loopback: status, a session that uploads the tiny
+encoder's library and times it with time_evaluator, two sessions queueing on one server, and
+a stop that leaves no process of the group behind."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from farm.build.models.config import PRESETS
+from farm.build.models.encoder import build_encoder
+from farm.build.models.inputs import make_inputs
+from farm.errors import UsageError
+from farm.inventory.builtin import local_device
+from farm.rpc import (start_rpc_server, start_tracker, stop_tracker, tracker_session,
+                      tracker_state, tracker_status)
+from farm.rpc.procs import free_port, group_alive
+
+pytestmark = [pytest.mark.tvm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def farm_home(tmp_path_factory: pytest.TempPathFactory):
+    home = tmp_path_factory.mktemp("farm_home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FARM_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="module")
+def tracker(farm_home: Path):
+    port = free_port()
+    state = start_tracker(port=port)
+    server = start_rpc_server("loop", tracker_port=port,
+                              env={**os.environ, "TVM_NUM_THREADS": "1"})
+    yield state, server
+    stop_tracker()
+    assert not group_alive(state.pgid) and not group_alive(server.pgid)
+
+
+@pytest.fixture(scope="module")
+def tiny_lib(farm_home: Path):
+    from farm.build.tvm import build_tvm
+
+    model = farm_home / "tiny.onnx"
+    onnx.save(build_encoder(PRESETS["tiny"]), str(model))
+    feeds = make_inputs(model)
+    expected = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    return build_tvm(model, local_device()).path, list(feeds.values()), expected
+
+
+def test_tracker_refuses_a_public_bind() -> None:
+    with pytest.raises(UsageError, match="authentication"):
+        start_tracker(host="0.0.0.0", port=free_port())
+
+
+def test_status_lists_the_server_and_its_free_slot(tracker) -> None:
+    state, server = tracker
+    status = tracker_status()
+    assert status["port"] == state.port and status["pid"] == state.pid
+    assert {"key": "loop", "addr": f"127.0.0.1:{server.port}"} in status["servers"]
+    assert status["queue"]["loop"] == {"free": 1, "pending": 0}
+    assert tracker_state() == state
+    assert start_tracker(port=state.port) == state  # idempotent
+
+
+def test_session_runs_and_times_on_the_device(tracker, tiny_lib) -> None:
+    lib, inputs, expected = tiny_lib
+    with tracker_session("loop", port=tracker[0].port) as session:
+        run = session.run_vm(lib, inputs, number=3, repeat=2)
+    assert len(run.times_ms) == 2 and all(t > 0 for t in run.times_ms)
+    np.testing.assert_allclose(run.outputs[0], expected, atol=1e-4, rtol=1e-3)
+    assert run.phases["upload_s"] >= 0 and run.phases["load_s"] >= 0
+
+
+def test_two_sessions_on_one_key_queue_instead_of_colliding(tracker, tiny_lib) -> None:
+    lib, inputs, _ = tiny_lib
+    port = tracker[0].port
+    spans: dict[str, tuple[float, float]] = {}
+    pending_seen: list[int] = []
+
+    def user(name: str, hold_s: float) -> None:
+        with tracker_session("loop", port=port) as session:
+            start = time.monotonic()
+            session.run_vm(lib, inputs, number=1, repeat=1)
+            time.sleep(hold_s)
+            spans[name] = (start, time.monotonic())
+
+    first = threading.Thread(target=user, args=("first", 2.0))
+    first.start()
+    deadline = time.monotonic() + 20
+    while "first" not in spans and time.monotonic() < deadline:
+        if tracker_status()["queue"]["loop"]["free"] == 0:
+            break
+        time.sleep(0.1)
+    second = threading.Thread(target=user, args=("second", 0.0))
+    second.start()
+    time.sleep(0.8)
+    pending_seen.append(tracker_status()["queue"]["loop"]["pending"])
+    first.join(60)
+    second.join(60)
+    assert set(spans) == {"first", "second"}
+    assert spans["second"][0] >= spans["first"][1] - 0.05  # waited for the first to finish
+    assert pending_seen == [1]

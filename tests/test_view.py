@@ -1,0 +1,87 @@
+"""The live view: a pure render of the state folded from bench events, checked in a
+capturing Console; and the UI loop printing jsonl when the console is not a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import queue
+
+from rich.console import Console
+
+from farm.views.live import BenchState, apply, render, run_ui
+
+EVENTS = [
+    {"device": None, "event": "run", "run_id": "R1", "model": "tiny-fp32",
+     "devices": ["pixel", "pi"], "routes": ["ort", "tvm"]},
+    {"device": "pixel", "event": "phase", "phase": "running", "total": 2},
+    {"device": "pixel", "event": "route_start", "route": "ort", "index": 0, "total": 2,
+     "freq_mhz": 2400.0, "temp_c": 41.5},
+    {"device": "pixel", "event": "samples", "route": "ort", "n": 37, "median_ms": 12.25,
+     "p90_ms": 14.5, "progress": 0.5},
+    {"device": "pi", "event": "route_done", "route": "tvm", "status": "unavailable",
+     "median_ms": None},
+    {"device": "pi", "event": "device_done", "status": "failed",
+     "detail": "agent channel closed (exit status -1)"},
+]
+
+
+def capture(state: BenchState) -> str:
+    console = Console(file=io.StringIO(), force_terminal=True, color_system=None, width=160)
+    console.print(render(state))
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_render_shows_every_device_route_progress_stats_and_state() -> None:
+    state = BenchState()
+    for event in EVENTS:
+        apply(state, event)
+    text = capture(state)
+    assert "farm bench R1" in text and "tiny-fp32" in text
+    pixel = next(line for line in text.splitlines() if "pixel" in line)
+    assert "ort (1/2) measuring" in pixel
+    assert "██████░░░░░░  50%" in pixel
+    assert "37" in pixel and "12.2" in pixel and "14.5" in pixel
+    assert "2400" in pixel and "41.5" in pixel
+    pi = next(line for line in text.splitlines() if line.lstrip("│ ").startswith("pi "))
+    assert "failed" in pi and "tvm:unavailable" in pi and "agent channel closed" in pi
+    assert "median and p90 of steady-state samples" in text
+
+
+def test_render_is_pure() -> None:
+    state = BenchState()
+    for event in EVENTS:
+        apply(state, event)
+    assert capture(state) == capture(state)
+
+
+def test_route_done_clears_the_running_columns() -> None:
+    state = BenchState()
+    for event in [*EVENTS[:4], {"device": "pixel", "event": "route_done", "route": "ort",
+                                "status": "ok", "median_ms": 12.3}]:
+        apply(state, event)
+    pixel = next(line for line in capture(state).splitlines() if "pixel" in line)
+    assert "ort:ok 12.3ms" in pixel and "measuring" not in pixel
+
+
+def test_ui_loop_prints_jsonl_without_a_terminal() -> None:
+    events: queue.Queue[dict] = queue.Queue()
+    for event in EVENTS:
+        events.put(event)
+    sink = io.StringIO()
+    console = Console(file=sink, force_terminal=False)
+    state = run_ui(events, lambda: True, console)
+    lines = [json.loads(line) for line in sink.getvalue().splitlines()]
+    assert lines == EVENTS
+    assert state.devices["pi"].status == "failed"
+
+
+def test_ui_loop_draws_on_a_terminal() -> None:
+    events: queue.Queue[dict] = queue.Queue()
+    for event in EVENTS:
+        events.put(event)
+    sink = io.StringIO()
+    console = Console(file=sink, force_terminal=True, color_system=None, width=160)
+    run_ui(events, lambda: True, console)
+    assert "ort (1/2) measuring" in sink.getvalue()
+    assert not sink.getvalue().lstrip().startswith("{")
