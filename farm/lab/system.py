@@ -113,8 +113,11 @@ def pids_matching(tokens: Sequence[str]) -> list[int]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        args = argv.split("\0")
-        if args and os.path.basename(args[0]) in _LAB_PROGRAMS and wanted & set(args[1:]):
+        args = [a for a in argv.split("\0") if a]
+        if len(args) == 1:  # sshd rewrites its title: "sshd: /usr/sbin/sshd -D -f CONF [listener]"
+            args = args[0].split()
+        if args and os.path.basename(args[0]).rstrip(":") in _LAB_PROGRAMS \
+                and wanted & set(args[1:]):
             found.append(pid)
     return found
 

@@ -1,0 +1,69 @@
+"""The custom route's build side: ONNX encoder -> plan file, and the executor binary.
+
+Public API:
+- `compile_plan(onnx_path, out_path, *, quant=None, gelu="erf", fuse_qkv=True,
+  features=()) -> PlanInfo`: lower the model (lower.py), run the passes (passes.py) and write
+  the plan (plan_format.py). `quant`: None keeps the model's own weight types (fp32,
+  quantize_dynamic int8, MatMulNBits 4-bit); "int8" or "q4_0" quantises fp32 MatMul weights
+  here. `gelu`: "erf" (exact) or "table" (lookup). `features`: CPU features the plan demands
+  (the executor refuses to run it on a CPU without them).
+- `build_executor(arch, out_dir) -> Path` (executor_build.py): the static fk_exec binary.
+An unsupported operator or pattern raises BuildError naming the node and its operator.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from farm.build.custom.executor_build import build_executor, build_kernel_test
+from farm.build.custom.ir import finalize
+from farm.build.custom.lower import lower
+from farm.build.custom.passes import allocate, merge_qkv
+from farm.build.custom.plan_format import OP_NAMES, serialize
+from farm.errors import BuildError
+
+__all__ = ["PlanInfo", "build_executor", "build_kernel_test", "compile_plan"]
+
+
+@dataclass(frozen=True)
+class PlanInfo:
+    path: Path
+    size_bytes: int
+    n_ops: int
+    op_counts: dict[str, int]
+    weight_types: dict[str, int]  # FC count per weight type (fp32/int8/q4_0)
+    buffers: int
+    features: tuple[str, ...]
+    merged_qkv: int
+
+
+def compile_plan(onnx_path: str | os.PathLike[str], out_path: str | os.PathLike[str], *,
+                 quant: str | None = None, gelu: str = "erf", fuse_qkv: bool = True,
+                 features: tuple[str, ...] = ()) -> PlanInfo:
+    if gelu not in ("erf", "table"):
+        raise BuildError(f"unknown gelu mode {gelu!r}", hint="use 'erf' or 'table'")
+    try:
+        model = onnx.load(str(onnx_path))
+    except Exception as exc:
+        raise BuildError(f"cannot load ONNX model {onnx_path}: {exc}") from exc
+    ir = lower(model, quant=quant, gelu=gelu)
+    merged = merge_qkv(ir) if fuse_qkv else 0
+    assign, cols = allocate(ir)
+    plan = finalize(ir, assign, cols, set(features))
+    data = serialize(plan)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(out)
+    wnames = {0: "fp32", 1: "int8", 2: "q4_0"}
+    return PlanInfo(
+        path=out, size_bytes=len(data), n_ops=len(plan.ops),
+        op_counts=dict(Counter(OP_NAMES[o.kind] for o in plan.ops)),
+        weight_types=dict(Counter(wnames[o.params[0]] for o in plan.ops if o.kind == 3)),
+        buffers=len(plan.bufs), features=tuple(sorted(features)), merged_qkv=merged)

@@ -1,0 +1,96 @@
+"""`farm triangle --device NAME [--device ...] --model M` — measure every route, then report.
+
+One command for the question farm exists to answer: builds the model (if needed), deploys,
+runs every route the devices can run (ORT, TVM, custom) interleaved in seeded rounds
+(`--repeats`), records the runs in the store, and renders the triangle report of that run
+(`farm report RUN` renders it again later). Routes a device cannot run are recorded as
+unavailable with the agent's reason, so the report says why not.
+
+Orchestration is `farm.bench.runner.Bench` (the same as `farm bench`); the live view goes
+to stderr when it is a terminal, stdout carries the report (table, md, csv or json).
+Exit codes: those of the bench (0 ok, 3 a device or route failed, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import queue
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
+from farm.bench.runner import Bench
+from farm.cli.report_cmd import add_report_options, render
+from farm.errors import EXIT_INTERRUPTED, UsageError
+from farm.inventory import load_inventory
+from farm.results.store import ResultStore
+from farm.views.live import run_ui
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("triangle", help="run every route on devices and report which wins")
+    p.add_argument("--device", action="append", dest="devices", metavar="NAME",
+                   help="device (repeatable; default: local)")
+    p.add_argument("--all", action="store_true", help="every device of the inventory")
+    p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
+    p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
+    p.add_argument("--routes", default=",".join(KNOWN_ROUTES),
+                   help=f"comma list (default: all of {','.join(KNOWN_ROUTES)})")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
+    p.add_argument("--repeats", type=int, default=2,
+                   help="interleaved rounds of all routes (pooled; default 2)")
+    d = Policy()
+    p.add_argument("--runs", type=int, default=d.min_runs, help="minimum measured runs")
+    p.add_argument("--min-time", type=float, default=d.min_time_s, help="minimum seconds")
+    p.add_argument("--max-time", type=float, default=d.max_time_s, help="maximum seconds")
+    p.add_argument("--warmup", type=int, default=d.warmup_runs, help="warm-up runs")
+    p.add_argument("--warmup-time", type=float, default=d.warmup_min_s,
+                   help="minimum warm-up seconds")
+    p.add_argument("--pause", type=float, default=1.0, help="seconds between routes")
+    p.add_argument("--seed", type=int, default=0, help="route order and bootstrap seed")
+    p.add_argument("--profile-runs", type=int, default=3, help="per-op profiling runs")
+    add_report_options(p)
+    p.set_defaults(func=run)
+
+
+def config_from(args: argparse.Namespace) -> BenchConfig:
+    routes = tuple(r.strip() for r in args.routes.split(",") if r.strip())
+    if args.profile_runs < 1:
+        raise UsageError("--profile-runs must be >= 1: the per-op table needs a profile")
+    policy = Policy(warmup_runs=args.warmup, warmup_min_s=args.warmup_time,
+                    min_runs=args.runs, min_time_s=args.min_time, max_time_s=args.max_time)
+    return BenchConfig(model=args.model, variant=args.variant, routes=routes,
+                       threads=args.threads, policy=policy, pause_s=args.pause,
+                       seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    devices = load_inventory(args.inventory).select(args.devices, args.all)
+    err = Console(stderr=True, highlight=False)
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    # stdout holds the report; the live picture is for a human watching stderr
+    emit = events.put if err.is_terminal else (lambda _event: None)
+    with ResultStore(args.store) as store:
+        bench = Bench(devices, config, store, ["farm", *sys.argv[1:]])
+        try:
+            bench.start(emit)
+            run_ui(events, lambda: not bench.running(), err)
+        except KeyboardInterrupt:
+            err.print("[yellow]farm: interrupted: stopping agents, keeping what was "
+                      "measured…[/]")
+            bench.interrupt()
+            with contextlib.suppress(KeyboardInterrupt):
+                bench.wait(30.0)
+        result = bench.finish()
+        for line in result.failures():
+            err.print(f"farm: {line}", markup=False, highlight=False)
+        if result.run_id and result.records:
+            render(store, [result.run_id], args.output, args.html)
+            err.print(f"farm: triangle run {result.run_id} {result.status}; "
+                      f"`farm report {result.run_id}` shows it again", markup=False,
+                      highlight=False)
+    return EXIT_INTERRUPTED if result.status == "interrupted" else result.exit_code
