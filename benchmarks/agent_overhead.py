@@ -27,10 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import numpy as np
 
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench

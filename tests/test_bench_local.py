@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -19,7 +20,10 @@ from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import Bench, run_bench
 from farm.inventory.builtin import local_device
 from farm.inventory.device import Device
+from farm.results.integrity import partial_run_problems
 from farm.results.store import ResultStore
+
+REPO = Path(__file__).resolve().parent.parent
 
 FAST = Policy(warmup_runs=2, warmup_min_s=0.05, min_runs=20, min_time_s=0.2, max_time_s=2.0)
 
@@ -80,17 +84,29 @@ def test_bench_ort_on_local(tmp_path: Path) -> None:
     assert not agents_running(dev.workdir)
 
 
+def second_route(dev: Device) -> None:
+    """A real second route: the ORT runner deployed as the custom route's runner."""
+    runners = Path(dev.workdir) / "runners"
+    runners.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "agents" / "runners" / "ort_runner.py", runners / "custom_runner.py")
+
+
 def test_device_failing_mid_run_fails_alone(tmp_path: Path) -> None:
     good, bad = device(tmp_path, "good"), device(tmp_path, "bad")
-    slow = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=3.0, max_time_s=6.0)
-    config = BenchConfig(policy=slow, pause_s=0.0, profile_runs=1)
+    second_route(good)
+    second_route(bad)
+    slow = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=1.5, max_time_s=6.0)
+    config = BenchConfig(routes=("ort", "custom"), policy=slow, pause_s=0.0, profile_runs=1)
     killed = threading.Event()
     with ResultStore(tmp_path / "r.sqlite") as store:
         bench = Bench([good, bad], config, store, "test")
 
         def emit(event: dict[str, Any]) -> None:
-            # the fault, injected from outside: the bad device's agent is killed mid-route
-            if event["device"] == "bad" and event["event"] == "stage" and not killed.is_set():
+            # the fault, injected from outside: the bad device's agent is killed mid-route,
+            # during its second route
+            if event["device"] == "bad" and event["event"] == "stage" and \
+                    event["stage"] == "first" and not killed.is_set() and \
+                    any(r["device"] == "bad" for r in store.records(bench.run_id)):
                 run = next(r for r in bench.runs if r.device.name == "bad")
                 assert run.hello is not None
                 os.kill(run.hello["pid"], signal.SIGKILL)
@@ -105,10 +121,19 @@ def test_device_failing_mid_run_fails_alone(tmp_path: Path) -> None:
         status, detail = result.devices["bad"]
         assert status == "failed" and "agent channel closed" in detail
         recs = {(r["device"], r["route"]): r for r in store.records(result.run_id)}
-        assert recs[("good", "ort")]["status"] == "ok" and recs[("good", "ort")]["n"] >= 10
-        assert recs[("bad", "ort")]["status"] == "failed"
-        assert "device lost during this route" in recs[("bad", "ort")]["status_detail"]
+        for route in ("ort", "custom"):
+            assert recs[("good", route)]["status"] == "ok" and recs[("good", route)]["n"] >= 10
+        # the good device compared its two routes with each other, not only the reference
+        cross = [recs[("good", r)]["accuracy"]["cross_routes"] for r in ("ort", "custom")]
+        assert sorted(len(c) for c in cross) == [0, 1] and all(c["ok"] for cs in cross for c in cs)
+        statuses = sorted(recs[("bad", r)]["status"] for r in ("ort", "custom"))
+        assert statuses == ["failed", "partial"]
+        lost = next(r for r in recs.values() if r["device"] == "bad" and r["status"] == "failed")
+        assert "device lost during this route" in lost["status_detail"]
+        kept = next(r for r in recs.values() if r["device"] == "bad" and r["status"] == "partial")
+        assert kept["n"] >= 10 and "finished before the device failed" in kept["status_detail"]
         assert store.integrity_check().ok
+        assert not partial_run_problems(store, result.run_id, {"bad"})
         assert [r.status for r in store.runs()] == ["partial"]
     assert not agents_running(bad.workdir) and not agents_running(good.workdir)
 
@@ -165,3 +190,30 @@ def test_jsonl_events_when_not_a_tty(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert {"run", "route_start", "samples", "route_done", "device_done"} <= {
         e["event"] for e in events}
     assert "median ms" in out  # the final table follows the event stream
+
+
+def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    wd = tmp_path / "wd-sigint"
+    env = {**os.environ, "FARM_HOME": str(tmp_path / "home"), "FARM_LOCAL_WORKDIR": str(wd)}
+    store_path = tmp_path / "s.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "farm.cli.main", "bench", "--runs", "10", "--min-time", "30",
+         "--max-time", "40", "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
+         "--store", str(store_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True, cwd=REPO)
+    assert proc.stdout is not None
+    for line in proc.stdout:  # jsonl events: stdout is not a terminal
+        if '"event": "samples"' in line:
+            break
+    assert agents_running(str(wd))
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does to the group
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert not agents_running(str(wd))
+    with ResultStore(store_path) as store:
+        assert [r.status for r in store.runs()] == ["interrupted"]
+        assert store.integrity_check().ok

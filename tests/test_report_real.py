@@ -76,3 +76,78 @@ def test_real_html_plots_real_samples(real):
     # the plotted median is exactly the table's median (same float, repr round-trips)
     assert 'class="median" x1=' in html
     assert f'data-value="{row["median_ms"]!r}" data-stat="median"' in html
+
+
+def _check_recomputed(store, run_id, doc):
+    """Every latency/memory figure of a `farm report --output json` document against the
+    raw samples of the store (configurations here: one per device and route)."""
+    recs: dict[tuple[str, str], list[dict]] = {}
+    for r in store.records(run_id=run_id):
+        recs.setdefault((r["device"], r["route"]), []).append(r)
+    rows = doc["tables"]["latency"]["rows"]
+    assert {(r["device"], r["route"]) for r in rows} == set(recs)
+    for row in rows:
+        mine = recs[(row["device"], row["route"])]
+        samples = [v for r in mine for v in (r["samples_ms"] or [])]
+        assert row["n"] == len(samples)
+        if samples:
+            assert row["median_ms"] == pytest.approx(np.percentile(samples, 50), rel=1e-12)
+            assert row["p90_ms"] == pytest.approx(np.percentile(samples, 90), rel=1e-12)
+    for row in doc["tables"]["memory"]["rows"]:
+        mine = recs[(row["device"], row["route"])]
+        assert row["peak_vmhwm_kb"] == max(r["peak_vmhwm_kb"] for r in mine)
+    avail = {(r["device"], r["route"]): r for r in doc["tables"]["availability"]["rows"]}
+    for key, mine in recs.items():
+        detail = "; ".join(dict.fromkeys(r["status_detail"] for r in mine
+                                         if r["status"] != "ok" and r["status_detail"]))
+        assert avail[key]["why_not"] == (detail or None)
+
+
+TRIANGLE_FAST = ["--model", "tiny", "--runs", "20", "--min-time", "0.2", "--max-time", "1",
+                 "--warmup", "2", "--warmup-time", "0.05", "--pause", "0", "--repeats", "2",
+                 "--profile-runs", "2", "--output", "json"]
+
+
+def test_farm_triangle_on_local(tmp_path, monkeypatch, capsys):
+    import json
+
+    from farm.cli.main import main
+
+    monkeypatch.setenv("FARM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FARM_LOCAL_WORKDIR", str(tmp_path / "device"))
+    store_path = tmp_path / "r.sqlite"
+    html = tmp_path / "t.html"
+    code = main(["triangle", "--device", "local", *TRIANGLE_FAST, "--store", str(store_path),
+                 "--html", str(html)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code in (0, 3)
+    (run_id,) = doc["meta"]["run_ids"]
+    with ResultStore(store_path, create=False) as store:
+        records = store.records(run_id=run_id)
+        assert {r["route"] for r in records} == {"ort", "tvm", "custom"}
+        # two interleaved rounds: the ORT samples of both are pooled in one row
+        _check_recomputed(store, run_id, doc)
+    assert html.is_file()
+
+
+@pytest.mark.lab
+@pytest.mark.aarch64
+def test_farm_triangle_on_the_lab(lab, tmp_path, monkeypatch, capsys):
+    """One native and one emulated aarch64 lab device, reached over SSH."""
+    import json
+
+    from farm.cli.main import main
+
+    lab.require("pixel7")
+    monkeypatch.setenv("FARM_HOME", str(tmp_path / "home"))
+    store_path = tmp_path / "r.sqlite"
+    code = main(["--inventory", str(lab.inventory_path), "triangle", "--device", "lab1",
+                 "--device", "pixel7", *TRIANGLE_FAST, "--store", str(store_path)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code in (0, 3)
+    (run_id,) = doc["meta"]["run_ids"]
+    assert set(doc["meta"]["devices"]) == {"lab1", "pixel7"}
+    with ResultStore(store_path, create=False) as store:
+        _check_recomputed(store, run_id, doc)
+    measured = [r for r in doc["tables"]["latency"]["rows"] if r["n"]]
+    assert {r["device"] for r in measured} == {"lab1", "pixel7"}

@@ -258,11 +258,13 @@ class DeviceRun:
                    else f"not run: device failed before this route: {self.detail}")
             with contextlib.suppress(FarmError):
                 self._store(route, FAILED, why)
-        finished = [r for r in self.written if r["status"] in (OK, INVALID)]
-        marker = getattr(self.store, "set_status", None)
-        if finished and callable(marker):  # the store may support re-marking kept records
-            marker([r["record_id"] for r in finished], PARTIAL,
-                   f"kept: finished before the device failed ({self.detail})")
+        # measured routes stay, re-marked: the device did not finish its share of the run
+        # (an invalid record keeps its status: wrong outputs matter more)
+        finished = [r["record_id"] for r in self.written if r["status"] == OK]
+        if finished:
+            with contextlib.suppress(FarmError):
+                self.store.set_status(finished, PARTIAL, "finished before the device failed: "
+                                      f"{self.detail}")
 
     def close(self) -> None:
         if self.session is not None:

@@ -60,7 +60,6 @@ def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print) ->
     if spec.native + spec.aarch64 > 200:
         raise LabError("at most 200 lab devices are supported")
     path = resolve_lab_dir(lab_dir)
-    path.mkdir(parents=True, exist_ok=True)
     existing = load_state(path)
     if existing is not None:
         if healthy(existing) and _shape(existing) == _wanted_shape(existing.mode, spec):
@@ -72,43 +71,21 @@ def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print) ->
         log(f"the previous lab in {path} is not healthy: cleaning up by its records")
         down(path, log=log)
 
-    mode = "netns"
-    if spec.loopback or os.geteuid() != 0 or not netns_backend.netns_available():
-        mode = "loopback"
-        reason = "as asked" if spec.loopback else "network namespaces are not permitted here"
-        log(f"lab: falling back to one sshd per loopback address/port ({reason})")
-    n_arm = spec.aarch64
-    if mode == "loopback" and n_arm:
-        log(f"lab: {n_arm} emulated aarch64 device(s) unavailable in loopback mode "
-            "(they need namespaces); bringing up native devices only")
-        n_arm = 0
+    mode, n_arm = _choose_mode(spec, log)
+    if mode == "netns":
+        _outside_root("lab directory", path, "use --dir")
     # build the sysroot before creating anything, so a long download holds no resources
     sysroot = ensure_sysroot() if n_arm else None
-
-    python = _native_python()
-    host_arch = _host_arch()
-    native_features = list(cpu_features(_read("/proc/cpuinfo"), host_arch))
+    if sysroot is not None:
+        _outside_root("aarch64 sysroot", sysroot,
+                      "set FARM_SYSROOT elsewhere, e.g. /var/cache/farm/sysroot-aarch64")
+    path.mkdir(parents=True, exist_ok=True)
     with _lab_lock():
         slot = netns_backend.free_slot() if mode == "netns" else 0
         state = LabState(lab_dir=str(path), mode=mode, slot=slot)
         state.save()
         try:
-            if mode == "netns":
-                netns_backend.create_bridge(state)
-            taken: set[int] = set()
-            for i in range(1, spec.native + n_arm + 1):
-                arm = i > spec.native
-                name = aarch64.fleet_name(i - spec.native) if arm else f"lab{i}"
-                if mode == "netns":
-                    dev, _proc = netns_backend.create_device(
-                        state, i, name, "aarch64" if arm else host_arch,
-                        AARCH64_FEATURES if arm else native_features,
-                        python, sysroot if arm else None)
-                else:
-                    dev, _proc = loopback_backend.create_device(
-                        state, i, name, python, native_features, taken)
-                state.devices.append(dev)
-                state.save()
+            _create_devices(state, spec.native, n_arm, sysroot)
         except BaseException:
             _cleanup_after_failure(path, log)
             raise
@@ -122,6 +99,39 @@ def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print) ->
         log(f"  {dev.name:8} {dev.arch:8} {dev.user}@{dev.address}:{dev.port}  pid {dev.pid}")
     log(f"lab up: {len(state.devices)} devices; inventory {path / INVENTORY_FILE}")
     return state
+
+
+def _choose_mode(spec: LabSpec, log: Log) -> tuple[str, int]:
+    """("netns" | "loopback", how many aarch64 devices can be made)."""
+    if not spec.loopback and os.geteuid() == 0 and netns_backend.netns_available():
+        return "netns", spec.aarch64
+    reason = "as asked" if spec.loopback else "network namespaces are not permitted here"
+    log(f"lab: falling back to one sshd per loopback address/port ({reason})")
+    if spec.aarch64:
+        log(f"lab: {spec.aarch64} emulated aarch64 device(s) unavailable in loopback mode "
+            "(they need namespaces); bringing up native devices only")
+    return "loopback", 0
+
+
+def _create_devices(state: LabState, n_native: int, n_arm: int, sysroot: Path | None) -> None:
+    python = _native_python()
+    host_arch = _host_arch()
+    native_features = list(cpu_features(_read("/proc/cpuinfo"), host_arch))
+    if state.mode == "netns":
+        netns_backend.create_bridge(state)
+    taken: set[int] = set()
+    for i in range(1, n_native + n_arm + 1):
+        arm = i > n_native
+        if state.mode == "netns":
+            dev, _proc = netns_backend.create_device(
+                state, i, aarch64.fleet_name(i - n_native) if arm else f"lab{i}",
+                "aarch64" if arm else host_arch, AARCH64_FEATURES if arm else native_features,
+                python, sysroot if arm else None)
+        else:
+            dev, _proc = loopback_backend.create_device(
+                state, i, f"lab{i}", python, native_features, taken)
+        state.devices.append(dev)
+        state.save()
 
 
 def down(lab_dir: Path | str | None = None, *, purge: bool = False,
@@ -201,6 +211,12 @@ def _shape(state: LabState) -> tuple[str, int, int]:
 
 def _wanted_shape(mode: str, spec: LabSpec) -> tuple[str, int, int]:
     return mode, spec.native, spec.aarch64 if mode == "netns" else 0
+
+
+def _outside_root(what: str, path: Path, fix: str) -> None:
+    if path == Path("/root") or Path("/root") in path.parents:
+        raise LabError(f"the {what} {path} is under /root, which every lab device replaces "
+                       "with its private home", hint=f"{fix} (a path outside /root)")
 
 
 def _native_python() -> str:

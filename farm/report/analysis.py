@@ -11,7 +11,8 @@ Tables (`Report.tables`, in order), one row per configuration (see `configs`) un
                  bootstrap, `farm.bench.stats`), p90, p99, mean, CV, min; load and first-run
                  time (median over the records).
 * memory       – peak VmHWM and PSS in KiB (largest over records), and how it was read.
-* size         – runtime, code, weights and total, in KiB (bytes / 1024) from `sizes`.
+* size         – runtime, code, weights and total, in KiB (bytes / 1024) from `sizes`, for
+                 measured configurations; the total only when all three parts are known.
 * ops          – per-op ms per inference per category (`attention`, `fc`, `layernorm`,
                  `gelu`, `other`) from `ops.categories`; profiled total; the share of the
                  end-to-end median covered by the four named categories and by all
@@ -136,7 +137,7 @@ def size_table(configs: Sequence[Config]) -> ReportTable:
     rows = []
     for c in configs:
         sizes = c.first_json("sizes")
-        if not sizes:
+        if not sizes or not c.measured:
             continue
         row = _base(c)
         for p in SIZE_PARTS:
@@ -148,7 +149,8 @@ def size_table(configs: Sequence[Config]) -> ReportTable:
     return ReportTable(
         "size", "Binary size per route",
         "Bytes on the device / 1024: runtime (shared libraries, interpreter-side runtime), "
-        "code (compiled kernels, executor), weights (model parameters).", cols, rows)
+        "code (compiled kernels, executor), weights (model parameters); — = not recorded by "
+        "the route, and then no total.", cols, rows)
 
 
 def ops_table(configs: Sequence[Config]) -> ReportTable:

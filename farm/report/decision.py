@@ -5,7 +5,8 @@ Contract: `decisions(configs)` -> `Decision` rows, five criteria per scope:
 * fastest     – lowest median end-to-end latency (ms). The runner-up is beaten
                 significantly only when the 95 % CIs of the two medians do not overlap;
                 otherwise the verdict is "no significant difference".
-* smallest    – lowest binary size = runtime + code + weights (bytes, from `sizes`).
+* smallest    – lowest binary size = runtime + code + weights (bytes, from `sizes`);
+                a route whose record lacks one of the three parts does not compete.
 * leanest     – lowest peak VmHWM (KiB). With repeats the [min, max] ranges over records
                 must not overlap; a single reading per route must differ by more than
                 `MEMORY_TOL` (1 %), else "no significant difference".
@@ -57,7 +58,8 @@ def total_size(config: Config) -> float | None:
         return None
     parts = [sizes.get(p) for p in SIZE_PARTS]
     nums = [float(p) for p in parts if isinstance(p, (int, float)) and not isinstance(p, bool)]
-    return sum(nums) if nums else None
+    # a total of some parts only (e.g. weights without the runtime) would mislead
+    return sum(nums) if len(nums) == len(SIZE_PARTS) else None
 
 
 def build_cost(config: Config) -> float | None:

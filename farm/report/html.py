@@ -182,7 +182,7 @@ def _size_plots(report: Report) -> list[str]:
         rows = []
         for c in configs:
             sizes = c.first_json("sizes")
-            if sizes:
+            if sizes and c.measured:
                 rows.append(BarRow(_row_label(c), {
                     p: float(sizes[p]) / 1024.0 for p in SIZE_PARTS
                     if isinstance(sizes.get(p), (int, float))}, _cfg_attrs(c)))

@@ -3,7 +3,7 @@
 - `merge_qkv`: the three FCs feeding one attention op that read the same activation with the
   same weight type become one FC with N = 3H (one pass over the activation, one bigger GEMM);
   the attention op then reads q, k and v at column offsets 0, H and 2H of its output.
-- `allocate`: liveness-based reuse of activation buffers; an op's output never shares a buffer
+- `allocate`: liveness-based reuse of activation buffers of equal width; an op's output never shares a buffer
   with its own inputs (the GEMM and attention kernels read inputs while writing).
 """
 
@@ -65,12 +65,10 @@ def allocate(ir: Ir) -> tuple[dict[int, int], list[int]]:
     free: list[int] = []
     for i, op in enumerate(ir.ops):
         need = ir.cols[op.out]
-        fits = sorted((b for b in free if cols[b] >= need), key=lambda b: cols[b])
+        # Buffers carry their width (the executor's row stride), so reuse needs equal widths.
+        fits = [b for b in free if cols[b] == need]
         if fits:
             buf = fits[0]
-        elif free:
-            buf = max(free, key=lambda b: cols[b])
-            cols[buf] = need
         else:
             cols.append(need)
             buf = len(cols) - 1

@@ -251,3 +251,76 @@ def remote_vm_run(remote: Any, lib_path: Path, inputs: list[Any], *, number: int
                               min_repeat_ms=min_repeat_ms)
     times_ms = [t * 1000.0 for t in timer(*args).results]
     return times_ms, outputs, phases
+
+
+# ---------------------------------------------------------------- tuning
+def _shared_library_export(cross_cc: str | None) -> Callable[[Any], str]:
+    """MetaSchedule export step producing a ready .so (its default .tar needs a linker on
+    the device); runs in MetaSchedule's builder worker processes (pickled by cloudpickle)."""
+
+    def export(mod: Any) -> str:
+        import os
+        import tempfile
+
+        from tvm.support import cc
+        path = os.path.join(tempfile.mkdtemp(), "tvm_tmp_mod.so")
+        kwargs = {"fcompile": cc.cross_compiler(cross_cc)} if cross_cc else {}
+        mod.export_library(path, **kwargs)
+        return path
+
+    return export
+
+
+def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int,
+               time_budget_s: float | None = None, op_names: list[str] | None = None,
+               rpc: tuple[str, int, str] | None = None, cross_cc: str | None = None,
+               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """MetaSchedule over the kernels `compile_model` would build, records in `work_dir`.
+
+    Measurements run here (`rpc` None) or on the device holding tracker key `rpc[2]`.
+    The JSON database in `work_dir` is appended as each candidate is measured, so an
+    interrupted run keeps its records and the next run starts from them.
+    `time_budget_s` stops every task once exceeded (checked after each measured batch).
+    """
+    import time
+
+    _tvm()
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.ir.utils import derived_object  # moved out of meta_schedule.utils
+
+    lowered = lower_to_kernels(mod, target, fusion=True)
+    started = time.monotonic()
+    measured = [0]
+
+    @derived_object
+    class _BudgetAndProgress(ms.measure_callback.PyMeasureCallback):
+        def apply(self, scheduler: Any, _task_id: int, _cands: Any, _builds: Any,
+                  runs: Any) -> None:
+            measured[0] += len(runs)
+            if progress:
+                progress(measured[0], trials)
+            if time_budget_s is not None and time.monotonic() - started > time_budget_s:
+                for task_id in range(len(scheduler.tasks_)):
+                    scheduler.terminate_task(task_id)
+
+    runner: Any = "local"
+    if rpc is not None:
+        runner = ms.runner.RPCRunner(ms.runner.RPCConfig(
+            tracker_host=rpc[0], tracker_port=rpc[1], tracker_key=rpc[2],
+            session_timeout_sec=120))
+    builder = ms.builder.LocalBuilder(f_export=_shared_library_export(cross_cc))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        ms.relax_integration.tune_relax(
+            lowered, {}, target, str(work_dir), max_trials_global=trials,
+            num_trials_per_iter=min(16, trials), op_names=op_names, builder=builder,
+            runner=runner, database=ms.database.JSONDatabase(work_dir=str(work_dir)),
+            measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
+                               _BudgetAndProgress()])
+    except Exception as exc:
+        raise BuildError(f"MetaSchedule tuning in {work_dir} failed: "
+                         f"{str(exc).strip().splitlines()[-1]}") from exc
+    tasks = ms.relax_integration.extract_tasks(lowered, target)
+    return {"measured": measured[0], "seconds": time.monotonic() - started,
+            "tasks": [t.task_name for t in tasks
+                      if not op_names or any(o in t.task_name for o in op_names)]}

@@ -1,0 +1,59 @@
+"""Fixtures for the custom route: built executors and harnesses, tiny models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from fkhelpers import QEMU, have_aarch64
+
+from farm.build.custom import build_executor, build_kernel_test
+from farm.build.models import build_model
+
+
+@pytest.fixture(scope="session")
+def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fk-bin")
+
+
+@pytest.fixture(scope="session")
+def exe_x86(bin_dir: Path) -> list[str]:
+    return [str(build_executor("x86_64", bin_dir))]
+
+
+@pytest.fixture(scope="session")
+def exe_arm(bin_dir: Path) -> list[str]:
+    if not have_aarch64():
+        pytest.skip("aarch64-linux-gnu-gcc or qemu-aarch64 missing")
+    return [*QEMU, str(build_executor("aarch64", bin_dir))]
+
+
+@pytest.fixture(scope="session")
+def harness_x86(bin_dir: Path) -> Path:
+    return build_kernel_test("x86_64", bin_dir)
+
+
+@pytest.fixture(scope="session")
+def harness_arm(bin_dir: Path) -> Path:
+    if not have_aarch64():
+        pytest.skip("aarch64-linux-gnu-gcc or qemu-aarch64 missing")
+    return build_kernel_test("aarch64", bin_dir)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fk-models")
+
+
+@pytest.fixture(scope="session")
+def tiny(model_dir: Path) -> Callable[[str], Path]:
+    """variant -> path of the tiny preset built by farm.build.models (cached per session)."""
+    cache: dict[str, Path] = {}
+
+    def get(variant: str) -> Path:
+        if variant not in cache:
+            cache[variant] = build_model("tiny", variant, model_dir).path
+        return cache[variant]
+
+    return get

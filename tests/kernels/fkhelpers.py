@@ -1,0 +1,50 @@
+"""Helpers shared by the custom-route tests: run the executor, read its events and outputs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from farm.build.models import ftns_module, make_inputs, write_inputs
+
+QEMU = ["qemu-aarch64", "-cpu", "cortex-a76"]
+
+
+def have_aarch64() -> bool:
+    return bool(shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64"))
+
+
+def ort_outputs(model: Path, seed: int = 0) -> np.ndarray:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, make_inputs(model, seed))[0]
+
+
+class RunResult:
+    def __init__(self, proc: subprocess.CompletedProcess, out_file: Path) -> None:
+        self.rc = proc.returncode
+        self.stderr = proc.stderr
+        self.events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        self.out_file = out_file
+
+    def ev(self, kind: str) -> list[dict]:
+        return [e for e in self.events if e["ev"] == kind]
+
+    def output(self) -> np.ndarray:
+        return ftns_module().read(str(self.out_file))["last_hidden_state"]
+
+
+def run_exec(exe: list[str], plan: Path, model: Path, tmp: Path, *extra: str,
+             timeout: float = 120) -> RunResult:
+    inputs = write_inputs(model, 0, tmp)
+    out = tmp / f"out-{plan.stem}-{abs(hash(extra))}.ftns"
+    proc = subprocess.run([*exe, "--plan", str(plan), "--inputs", str(inputs), "--outputs", str(out),
+                           "--runs", "2", *extra], capture_output=True, text=True, timeout=timeout)
+    return RunResult(proc, out)
