@@ -1,16 +1,19 @@
 """pytest fixture `lab`: a real local lab for the whole test session.
 
-Register it from tests/conftest.py with `pytest_plugins = ["lab_fixture"]`.
+Registered by tests/conftest.py (`from lab_fixture import lab`).
 The session brings up 2 native devices (lab1, lab2) and 1 emulated aarch64 device (pixel7)
 in its own temporary lab directory (its own slot: it never disturbs a lab an engineer
 has up in .farm/lab), yields a `LabHandle`, and tears the lab down at the end.
 Without root the lab falls back to loopback sshds, and pixel7 is absent: tests that
 need it skip via `lab.require("pixel7")`.
-The aarch64 sysroot is shared and cached (`$FARM_SYSROOT` or .farm/sysroot-aarch64).
+The lab is owned by the pytest process: if the session is killed, the next session (or
+`farm lab down --stale`) removes it. The aarch64 sysroot is shared and cached
+(`$FARM_SYSROOT` or .farm/sysroot-aarch64).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.lab import LabDevice, LabSpec, LabState, down, up
+from farm.lab import LabDevice, LabSpec, LabState, down, down_stale, up
 from farm.lab.inspect import device_exec, device_pids
 from farm.lab.inventory_file import CLIENT_KEY, INVENTORY_FILE, KNOWN_HOSTS_FILE
 from farm.lab.system import cmdline
@@ -78,9 +81,11 @@ class LabHandle:
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
-    lab_dir = tmp_path_factory.mktemp("lab")
     messages: list[str] = []
-    state = up(LabSpec(native=2, aarch64=1), lab_dir, log=messages.append)
+    down_stale(log=messages.append)  # labs of earlier test runs that were killed
+    lab_dir = tmp_path_factory.mktemp("lab")
+    state = up(LabSpec(native=2, aarch64=1), lab_dir, log=messages.append,
+               owner_pid=os.getpid())
     try:
         yield LabHandle(state)
     finally:

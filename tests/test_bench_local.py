@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from farm.bench.config import BenchConfig, Policy
-from farm.bench.runner import Bench, run_bench
+from farm.bench.runner import Bench, resume_plan, run_bench
 from farm.inventory.builtin import local_device
 from farm.inventory.device import Device
 from farm.results.integrity import partial_run_problems
@@ -133,8 +133,27 @@ def test_device_failing_mid_run_fails_alone(tmp_path: Path) -> None:
         kept = next(r for r in recs.values() if r["device"] == "bad" and r["status"] == "partial")
         assert kept["n"] >= 10 and "finished before the device failed" in kept["status_detail"]
         assert store.integrity_check().ok
-        assert not partial_run_problems(store, result.run_id, {"bad"})
         assert [r.status for r in store.runs()] == ["partial"]
+        assert not partial_run_problems(store, result.run_id, {"bad"})
+
+        # --resume: only the lost route runs again; the run becomes whole
+        run_id, resumed_config, names = resume_plan(store, "latest")
+        assert run_id == result.run_id and names == ["good", "bad"]
+        assert resumed_config == config
+        seen: list[dict[str, Any]] = []
+        again = run_bench([good, bad], resumed_config, store, "resume", emit=seen.append,
+                          resume_run=run_id)
+        assert again.status == "ok" and again.exit_code == 0
+        assert {e["device"] for e in seen if e["event"] == "route_start"} == {"bad"}
+        recs = store.records(run_id)
+        assert [r.status for r in store.runs()] == ["ok"]
+        live = [r for r in recs if not (r["status_detail"] or "").startswith("superseded")]
+        assert sorted((r["device"], r["route"], r["status"]) for r in live) == [
+            ("bad", "custom", "ok"), ("bad", "ort", "ok"), ("good", "custom", "ok"),
+            ("good", "ort", "ok")]
+        superseded = [r for r in recs if r not in live]
+        assert len(superseded) == 1 and superseded[0]["device"] == "bad"
+        assert store.integrity_check().ok
     assert not agents_running(bad.workdir) and not agents_running(good.workdir)
 
 
@@ -210,7 +229,7 @@ def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None
             break
     assert agents_running(str(wd))
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does to the group
-    out, err = proc.communicate(timeout=30)
+    _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert not agents_running(str(wd))

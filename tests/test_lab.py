@@ -24,7 +24,7 @@ from farm.lab import LabError, LabSpec, down, load_state, up
 
 pytestmark = pytest.mark.lab
 
-MARK = "4242.5"  # `sleep 4242.5`: a session process we can find on the host
+MARK = f"{os.getpid()}.25"  # `sleep MARK`: a session process of this test run, findable
 
 
 def connect(lab_dir: Path, name: str) -> paramiko.SSHClient:
@@ -67,6 +67,17 @@ def traces(lab_dir: Path, netns: list[str], links: list[str]) -> list[str]:
             if str(lab_dir) in line or any(f"/run/netns/{n}" == fields[4] for n in netns):
                 found.append(f"mount seen by {proc.name}: {line}")
     return found
+
+
+def start_session_sleep(lab_dir: Path, name: str) -> paramiko.SSHClient:
+    """Open an SSH session running `sleep MARK` and wait until the process exists."""
+    client = connect(lab_dir, name)
+    client.exec_command(f"sleep {MARK}")
+    deadline = time.monotonic() + 10
+    while not any(f"sleep {MARK}" in t for t in traces(lab_dir, [], [])):
+        assert time.monotonic() < deadline, "the session's sleep never started"
+        time.sleep(0.05)
+    return client
 
 
 def names_of(lab_dir: Path) -> tuple[list[str], list[str]]:
@@ -184,10 +195,7 @@ def test_down_leaves_nothing_behind(tmp_path):
     netns, links = names_of(lab_dir)
     assert netns and links
     # an open session with a child process, like a benchmark in flight
-    client = connect(lab_dir, "lab1")
-    client.exec_command(f"sleep {MARK}")
-    time.sleep(0.5)
-    assert any(f"sleep {MARK}" in t for t in traces(lab_dir, netns, links))
+    client = start_session_sleep(lab_dir, "lab1")
     down(lab_dir, log=_quiet)
     client.close()
     assert traces(lab_dir, netns, links) == []
@@ -199,9 +207,7 @@ def test_down_after_devices_were_killed(tmp_path):
     lab_dir = tmp_path / "lab"
     state = up(LabSpec(native=1, aarch64=1), lab_dir, log=_quiet)
     netns, links = names_of(lab_dir)
-    client = connect(lab_dir, "lab1")
-    client.exec_command(f"sleep {MARK}")
-    time.sleep(0.5)
+    client = start_session_sleep(lab_dir, "lab1")
     for dev in state.devices:  # a crash: every sshd dies at once, sessions are orphaned
         os.kill(dev.pid, signal.SIGKILL)
     time.sleep(0.2)
@@ -292,3 +298,52 @@ def test_up_keeps_a_healthy_lab_and_refuses_to_replace_it(lab):
     assert any("already up" in m for m in messages)
     with pytest.raises(LabError, match="different lab is already up"):
         up(LabSpec(native=native + 1), lab.lab_dir, log=_quiet)
+
+
+def test_lab_of_a_killed_owner_is_stale_and_removed(tmp_path):
+    """A test session killed before its teardown: its lab is found and removed later."""
+    lab_dir = tmp_path / "lab"
+    owner = subprocess.run(
+        [sys.executable, "-c",
+         "import os, sys; from farm.lab import LabSpec, up; "
+         "up(LabSpec(native=1), sys.argv[1], log=lambda m: None, owner_pid=os.getpid()); "
+         "os._exit(0)", str(lab_dir)], capture_output=True, text=True, timeout=60)
+    assert owner.returncode == 0, owner.stderr
+    netns, links = names_of(lab_dir)
+    assert traces(lab_dir, netns, links), "the owner's lab should outlive it"
+    assert farm_main(["lab", "down", "--stale"]) == 0
+    assert traces(lab_dir, netns, links) == []
+    assert not (lab_dir / "state.json").exists()
+
+
+def test_status_table_shows_dead_and_silent_devices():
+    from rich.console import Console
+
+    from farm.cli.lab_cmd import render_status
+    from farm.lab.inspect import DeviceStatus
+
+    rows = [DeviceStatus("lab1", "x86_64", "10.77.0.11", 22, 101, True, True, "farmlab0-lab1"),
+            DeviceStatus("pixel7", "aarch64", "10.77.0.13", 22, 103, False, False,
+                         "farmlab0-pixel7")]
+    console = Console(force_terminal=True, color_system=None, width=80, record=True)
+    console.print(render_status("/x/.farm/lab", "netns", rows))
+    text = console.export_text()
+    lines = {line.split()[0]: line for line in text.splitlines()
+             if line.strip().startswith(("lab1", "pixel7"))}
+    assert "10.77.0.11:22" in lines["lab1"] and "yes" in lines["lab1"]
+    assert "no" in lines["pixel7"].split() and "silent" in lines["pixel7"]
+    assert "farmlab0-pixel7" in lines["pixel7"]  # not truncated at 80 columns
+
+
+@pytest.mark.aarch64
+def test_sysroot_is_current_only_with_this_build_scripts_marker(lab, tmp_path):
+    from farm.lab.sysroot import MARKER, SCRIPT, is_current, sysroot_path
+
+    lab.require("pixel7")  # the fixture built or found the cached sysroot
+    assert is_current(sysroot_path())
+    assert (sysroot_path() / "proc" / "cpuinfo").read_text().count("asimddp") >= 1
+    assert not is_current(tmp_path)
+    (tmp_path / MARKER).write_text("0" * 64)  # built by another version of the script
+    assert not is_current(tmp_path)
+    (tmp_path / MARKER).write_text((sysroot_path() / MARKER).read_text())
+    assert is_current(tmp_path) and SCRIPT.name == "make_sysroot.sh"

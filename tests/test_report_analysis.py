@@ -246,3 +246,42 @@ def test_load_report_refuses_an_empty_selection(stored):
     store, _ = stored
     with pytest.raises(StoreError, match="no run given"):
         load_report(store, [])
+
+
+def test_several_runs_pool_per_configuration(tmp_path):
+    from test_report_data import constructed_records as recs
+
+    store, first = write_store(tmp_path / "r.sqlite", recs(seed=1))
+    second = store.start_run(["farm", "triangle"])
+    for r in recs(seed=2):
+        store.add({**r, "run_id": second})
+    store.finish_run(second, "ok")
+    one = load_report(store, [first])
+    both = load_report(store, [first, second])
+    n_one = {(r["device"], r["route"], r["config"]): r["n"]
+             for r in one.tables["latency"].rows}
+    for row in both.tables["latency"].rows:
+        assert row["n"] == 2 * n_one[(row["device"], row["route"], row["config"])]
+    assert both.run_ids == [first, second] and len(both.runs) == 2
+    store.close()
+
+
+def test_nothing_measured_still_reports_why():
+    from farm.report.html import render_html
+    from farm.report.terminal import render_report
+
+    recs = [{"device": "pi", "route": route, "model": "m", "variant": "fp32", "threads": 1,
+             "status": "unavailable", "status_detail": f"{route}: no Python on the device"}
+            for route in ("ort", "tvm")] + [
+            {"device": "pi", "route": "custom", "model": "m", "variant": "fp32", "threads": 1,
+             "status": "failed", "status_detail": "device lost during this route"}]
+    rep = analyze(recs)
+    assert [r["n"] for r in rep.tables["latency"].rows] == [0, 0, 0]
+    assert {r["verdict"] for r in rep.tables["decision"].rows} == {"no data"}
+    why = {r["route"]: r["why_not"] for r in rep.tables["availability"].rows}
+    assert why["custom"] == "device lost during this route"
+    html = render_html(rep)
+    assert "no Python on the device" in html and "<svg" not in html
+    assert render_report(rep)
+    for fmt in ("md", "csv", "json"):
+        assert format_report(rep, fmt)

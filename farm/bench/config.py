@@ -60,6 +60,9 @@ class BenchConfig:
     route_timeout_s: float | None = None
     lock_wait_s: float = 0.0
     inputs_seed: int = 0
+    # a device silent this long is lost (host side); an agent that hears nothing from the
+    # host this long kills its runner and exits (device side, after a cut link)
+    link_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         unknown = [r for r in self.routes if r not in KNOWN_ROUTES]
@@ -70,6 +73,8 @@ class BenchConfig:
             raise UsageError(f"route listed twice in {','.join(self.routes)}")
         if self.threads < 1 or self.repeats < 1 or self.pause_s < 0 or self.profile_runs < 0:
             raise UsageError("--threads and --repeats must be >= 1, --pause >= 0")
+        if self.link_timeout_s < 3:
+            raise UsageError("--link-timeout must be at least 3 seconds (pings every 1-3 s)")
 
     def timeout_s(self) -> float:
         """How long one route may take before the agent kills it."""
@@ -77,6 +82,18 @@ class BenchConfig:
             return self.route_timeout_s
         p = self.policy
         return 120.0 + 2 * (p.max_time_s + p.warmup_min_s) + 10.0 * self.profile_runs
+
+    def to_meta(self) -> dict[str, Any]:
+        """Everything needed to rebuild this config (`farm bench --resume`)."""
+        return {**asdict(self), "routes": list(self.routes)}
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> BenchConfig:
+        data = dict(meta)
+        data["routes"] = tuple(data["routes"])
+        data["policy"] = Policy(**data["policy"])
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     def record_policy(self) -> dict[str, Any]:
         """The record's `policy` field: the stopping rules plus what makes stats repeatable."""

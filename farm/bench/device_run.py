@@ -48,6 +48,10 @@ ROUTE_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+# record statuses that mean "this route was measured (or cannot run) on this device"
+KEPT = (OK, INVALID, PARTIAL, UNAVAILABLE)
+
+
 class Interrupted(Exception):
     """The bench was stopped (Ctrl-C); not a device failure."""
 
@@ -65,7 +69,8 @@ class DeviceRun:
     """See module docstring."""
 
     def __init__(self, device: Device, prepared: Prepared, run_id: str, store: ResultStore,
-                 emit: Emit, stop: threading.Event) -> None:
+                 emit: Emit, stop: threading.Event,
+                 prior: list[dict[str, Any]] | None = None) -> None:
         self.device = device
         self.prepared = prepared
         self.config: BenchConfig = prepared.config
@@ -81,21 +86,27 @@ class DeviceRun:
         self.written: list[dict[str, Any]] = []  # stored records of this device
         self._outputs: dict[str, dict[str, np.ndarray]] = {}
         self._tmp = Path(tempfile.mkdtemp(prefix=f"farm-{device.name}-"))
+        # resume: what an earlier attempt of this run already kept for this device
+        self.prior = prior or []
+        self.kept = {r["route"] for r in self.prior if r["status"] in KEPT}
 
     def emit(self, event: str, **fields: Any) -> None:
         self._emit({"t": time.time(), "device": self.device.name, "event": event, **fields})
 
     # -- the whole device ----------------------------------------------------------------
     def run(self) -> None:
-        done: set[str] = set()
+        done: set[str] = set(self.kept)
         current: list[str | None] = [None]
         try:
-            lease = DeviceLease(self.device.name, self.run_id)
-            self.emit("phase", phase="lease")
-            with lease.hold(self.config.lock_wait_s):
-                self._check_stop()
-                self._run_leased(done, current)
+            if not set(self.config.routes) <= done:
+                lease = DeviceLease(self.device.name, self.run_id)
+                self.emit("phase", phase="lease")
+                with lease.hold(self.config.lock_wait_s):
+                    self._check_stop()
+                    self._run_leased(done, current)
             self.status = PARTIAL if any(r["status"] == FAILED for r in self.written) else OK
+            if self.status == OK:
+                self._restore_partial()
         except Interrupted:
             self.status, self.detail = "interrupted", "stopped by Ctrl-C"
         except FarmError as exc:
@@ -125,11 +136,15 @@ class DeviceRun:
         self.transport = open_transport(self.device)
         self.session = AgentSession(
             self.transport, f"{self.device.workdir}/{agent.remote}",
-            expected_sha256=agent.sha256, holder=f"farm bench {self.run_id}")
+            expected_sha256=agent.sha256, holder=f"farm bench {self.run_id}",
+            dead_after_s=self.config.link_timeout_s, idle_timeout_s=self.config.link_timeout_s,
+            ping_interval_s=min(3.0, self.config.link_timeout_s / 5))
         self.hello = self.session.start()
         routes = self.hello["routes"]
         available = []
         for route in self.config.routes:
+            if route in done:
+                continue
             cap = routes.get(route) or {"ok": False, "reason": "agent does not know it"}
             if cap.get("ok"):
                 available.append(route)
@@ -243,6 +258,11 @@ class DeviceRun:
             sizes={"weights": self.prepared.model_artifact.size})
         stored = self.store.add(record)
         self.written.append(stored)
+        old = [r for r in self.prior if r["route"] == route and r["status"] == FAILED]
+        if old:  # resume: the earlier failure of this route is history now
+            self.store.set_status([r["record_id"] for r in old], FAILED,
+                                  f"superseded by record {stored['record_id']} (--resume): "
+                                  f"{old[0]['status_detail']}")
         self.emit("route_done", route=route, status=status, detail=detail,
                   n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"])
 
@@ -265,6 +285,12 @@ class DeviceRun:
             with contextlib.suppress(FarmError):
                 self.store.set_status(finished, PARTIAL, "finished before the device failed: "
                                       f"{self.detail}")
+
+    def _restore_partial(self) -> None:
+        """Resume completed this device's share: its kept `partial` records are whole."""
+        ids = [r["record_id"] for r in self.prior if r["status"] == PARTIAL]
+        if ids:
+            self.store.set_status(ids, OK, None)
 
     def close(self) -> None:
         if self.session is not None:

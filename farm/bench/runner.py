@@ -7,6 +7,11 @@ per device) → the caller consumes events until `running()` is false, calling
 `BenchResult` (run status and exit code: 0 ok, 3 some device failed or a route failed,
 130 interrupted).
 
+Resume (`resume_run`): the run's stored config is used again (`resume_plan`), routes with
+a kept record (ok, invalid, partial, unavailable) are skipped, the others run again and
+their old `failed` records are marked superseded; a device that now completes its share
+gets its `partial` records back to `ok`. The run keeps its id.
+
 Events are plain dicts {"t", "device", "event", ...} pushed through `emit` from worker
 threads; views (`farm.views.live`) turn them into a picture, or into jsonl.
 """
@@ -22,7 +27,7 @@ from typing import Any
 from farm.bench.config import BenchConfig
 from farm.bench.device_run import DeviceRun
 from farm.bench.prepare import prepare
-from farm.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL
+from farm.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, StoreError
 from farm.inventory.device import Device
 from farm.results.store import ResultStore
 
@@ -51,11 +56,12 @@ class Bench:
     """See module docstring."""
 
     def __init__(self, devices: Sequence[Device], config: BenchConfig, store: ResultStore,
-                 command: str | Sequence[str]) -> None:
+                 command: str | Sequence[str], resume_run: str | None = None) -> None:
         self.devices = list(devices)
         self.config = config
         self.store = store
         self.command = command
+        self.resume_run = resume_run
         self.stop = threading.Event()
         self.runs: list[DeviceRun] = []
         self.threads: list[threading.Thread] = []
@@ -65,15 +71,24 @@ class Bench:
         emit({"t": time.time(), "device": None, "event": "phase", "phase": "prepare",
               "model": self.config.model, "variant": self.config.variant})
         prepared = prepare(self.config)
-        self.run_id = self.store.start_run(self.command, meta={
-            "devices": [d.name for d in self.devices], "model": prepared.model_label,
-            "model_hash": prepared.model.sha256, "routes": list(self.config.routes),
-            "policy": self.config.record_policy(), "threads": self.config.threads})
+        prior: list[dict[str, Any]] = []
+        if self.resume_run:
+            self.run_id = self.resume_run
+            prior = self.store.records(self.run_id)
+            check_resumable(self.store, self.run_id, prepared.model.sha256)
+        else:
+            self.run_id = self.store.start_run(self.command, meta={
+                "devices": [d.name for d in self.devices], "model": prepared.model_label,
+                "model_hash": prepared.model.sha256, "routes": list(self.config.routes),
+                "policy": self.config.record_policy(), "threads": self.config.threads,
+                "config": self.config.to_meta()})
         emit({"t": time.time(), "device": None, "event": "run", "run_id": self.run_id,
               "devices": [d.name for d in self.devices], "routes": list(self.config.routes),
               "model": prepared.model_label})
         for device in self.devices:
-            run = DeviceRun(device, prepared, self.run_id, self.store, emit, self.stop)
+            mine = [r for r in prior if r["device"] == device.name]
+            run = DeviceRun(device, prepared, self.run_id, self.store, emit, self.stop,
+                            prior=mine)
             thread = threading.Thread(target=run.run, name=f"bench-{device.name}", daemon=True)
             self.runs.append(run)
             self.threads.append(thread)
@@ -113,10 +128,33 @@ class Bench:
         return BenchResult(self.run_id, status, devices, records)
 
 
+def resume_plan(store: ResultStore, run: str) -> tuple[str, BenchConfig, list[str]]:
+    """(run id, its config, its devices) for `farm bench --resume RUN`."""
+    run_id = store.resolve_run(run)
+    info = next(r for r in store.runs() if r.run_id == run_id)
+    if "config" not in info.meta:
+        raise StoreError(f"run {run_id} was not started by `farm bench` (no config in its "
+                         "meta); it cannot be resumed")
+    if info.status == "ok":
+        raise StoreError(f"run {run_id} finished ok: nothing to resume",
+                         hint="start a new bench instead")
+    return run_id, BenchConfig.from_meta(info.meta["config"]), list(info.meta["devices"])
+
+
+def check_resumable(store: ResultStore, run_id: str, model_hash: str) -> None:
+    info = next(r for r in store.runs() if r.run_id == run_id)
+    if info.meta.get("model_hash") != model_hash:
+        raise StoreError(
+            f"run {run_id} measured model {info.meta.get('model_hash', '?')[:12]}, the model "
+            f"built now is {model_hash[:12]}: resuming would mix two models in one run",
+            hint="start a new bench")
+
+
 def run_bench(devices: Sequence[Device], config: BenchConfig, store: ResultStore,
-              command: str | Sequence[str], emit: Emit | None = None) -> BenchResult:
+              command: str | Sequence[str], emit: Emit | None = None,
+              resume_run: str | None = None) -> BenchResult:
     """Run a whole bench without a UI (tests, scripts); Ctrl-C stops it cleanly."""
-    bench = Bench(devices, config, store, command)
+    bench = Bench(devices, config, store, command, resume_run)
     sink = emit or (lambda _event: None)
     try:
         bench.start(sink)

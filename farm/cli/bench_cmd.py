@@ -13,17 +13,17 @@ import argparse
 import contextlib
 import queue
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
-from farm.bench.runner import Bench, BenchResult
 from farm.errors import EXIT_INTERRUPTED
 from farm.inventory import load_inventory
-from farm.results.printers import format_records, render_results
-from farm.results.store import ResultStore
-from farm.views.live import run_ui
+
+if TYPE_CHECKING:
+    from farm.bench.runner import BenchResult
+    from farm.results.store import ResultStore
 
 OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
 
@@ -53,6 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kill a route after this many seconds (default from --max-time)")
     p.add_argument("--lock-wait", type=float, default=0.0,
                    help="wait this long for a device another bench holds (default: fail)")
+    p.add_argument("--link-timeout", type=float, default=30.0,
+                   help="declare a silent device lost after this many seconds (default 30)")
+    p.add_argument("--resume", metavar="RUN",
+                   help="continue run RUN (id, prefix or 'latest') with its own settings: "
+                        "routes it kept are skipped, failed ones run again")
     p.add_argument("--output", choices=OUTPUTS, default="table")
     p.add_argument("--store", metavar="FILE",
                    help="result store (default: .farm/results.sqlite, or $FARM_HOME)")
@@ -66,12 +71,26 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
-                       route_timeout_s=args.route_timeout, lock_wait_s=args.lock_wait)
+                       route_timeout_s=args.route_timeout, lock_wait_s=args.lock_wait,
+                       link_timeout_s=args.link_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from(args)
-    devices = load_inventory(args.inventory).select(args.devices, args.all)
+    # heavy imports (onnx, onnxruntime, numpy) only when a bench really runs: `farm --help`
+    # imports every subcommand module
+    from farm.bench.runner import Bench, resume_plan
+    from farm.results.store import ResultStore
+    from farm.views.live import run_ui
+
+    inventory = load_inventory(args.inventory)
+    resume = None
+    if args.resume:
+        with ResultStore(args.store) as store:
+            resume, config, names = resume_plan(store, args.resume)
+        devices = [inventory.get(name) for name in names]
+    else:
+        config = config_from(args)
+        devices = inventory.select(args.devices, args.all)
     out = Console(highlight=False) if sys.stdout.isatty() else Console(width=160)
     err = Console(stderr=True, highlight=False)
     # the live picture goes where a human looks; machine output keeps stdout clean
@@ -80,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     quiet = args.output != "table" and not err.is_terminal
     emit = (lambda _e: None) if quiet else events.put
     with ResultStore(args.store) as store:
-        bench = Bench(devices, config, store, ["farm", *sys.argv[1:]])
+        bench = Bench(devices, config, store, ["farm", *sys.argv[1:]], resume_run=resume)
         try:
             bench.start(emit)
             run_ui(events, lambda: not bench.running(), live)
@@ -97,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
 def report(result: BenchResult, output: str, out: Console, err: Console,
            store: ResultStore) -> None:
+    from farm.results.printers import format_records, render_results
+
     if not result.run_id:
         return
     if output == "table":

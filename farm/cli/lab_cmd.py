@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from farm.errors import EXIT_PARTIAL
-from farm.lab import LabSpec, default_lab_dir, down, up
+from farm.lab import LabSpec, default_lab_dir, down, down_stale, up
 from farm.lab.inspect import DeviceStatus, device_status
 from farm.lab.inventory_file import INVENTORY_FILE
 
@@ -46,6 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p_down.add_argument("--dir", help=dir_help)
     p_down.add_argument("--purge", action="store_true",
                         help="also delete the lab directory (keys, device homes, logs)")
+    p_down.add_argument("--stale", action="store_true",
+                        help="instead, tear down every lab whose owner (a test run) is gone")
     p_down.set_defaults(func=run_down)
 
 
@@ -79,17 +81,21 @@ def run_status(args: argparse.Namespace) -> int:
 
 def render_status(lab_dir: str, mode: str, rows: list[DeviceStatus]) -> Table:
     """The status table: a pure function of the rows."""
-    table = Table(title=f"lab {lab_dir} ({mode})")
+    table = Table(title=f"lab {lab_dir} ({mode})", show_edge=False)
     for column in ("name", "arch", "address", "sshd pid", "alive", "ssh", "namespace"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=True)
     for r in rows:
         table.add_row(r.name, r.arch, f"{r.address}:{r.port}", str(r.pid or "-"),
                       "[green]yes[/]" if r.alive else "[red]no[/]",
-                      "[green]answers[/]" if r.reachable else "[red]silent[/]",
+                      "[green]ok[/]" if r.reachable else "[red]silent[/]",
                       r.netns or "-")
     return table
 
 
 def run_down(args: argparse.Namespace) -> int:
+    if args.stale:
+        if not down_stale(log=_log):
+            _log("no stale lab found")
+        return 0
     down(args.dir, purge=args.purge, log=_log)
     return 0

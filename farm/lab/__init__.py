@@ -7,9 +7,10 @@ inside a device's namespaces without SSH); `farm.lab.sysroot.sysroot_path()` is 
 aarch64 sysroot.
 """
 
-from farm.lab.lab import LabSpec, default_lab_dir, down, healthy, reachable, up
+from farm.lab.lab import LabSpec, default_lab_dir, down, down_stale, healthy, reachable, up
 from farm.lab.records import LabDevice, LabState, load_state
 from farm.lab.system import LabError
 
-__all__ = ["LabDevice", "LabError", "LabSpec", "LabState", "default_lab_dir", "down", "healthy",
+__all__ = ["LabDevice", "LabError", "LabSpec", "LabState", "default_lab_dir", "down",
+           "down_stale", "healthy",
            "load_state", "reachable", "up"]

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from farm.inventory.builtin import cpu_features
-from farm.lab import aarch64, loopback_backend, netns_backend
+from farm.lab import aarch64, loopback_backend, netns_backend, registry
 from farm.lab.inventory_file import INVENTORY_FILE, KNOWN_HOSTS_FILE, write_inventory
 from farm.lab.records import LabDevice, LabState, load_state
 from farm.lab.sysroot import ensure_sysroot
-from farm.lab.system import LabError, is_alive, namespace_of
-from farm.lab.teardown import leftovers, remove_recorded
+from farm.lab.system import LabError, is_alive, namespace_of, start_time
+from farm.lab.teardown import leftovers, remove_recorded, summary
 from farm.paths import state_dir
 
 READY_TIMEOUT_S = 20.0
@@ -52,8 +52,12 @@ def resolve_lab_dir(lab_dir: Path | str | None) -> Path:
     return Path(lab_dir).resolve() if lab_dir else default_lab_dir().resolve()
 
 
-def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print) -> LabState:
-    """Bring up the lab described by `spec` in `lab_dir`; return its journal."""
+def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print,
+       owner_pid: int | None = None) -> LabState:
+    """Bring up the lab described by `spec` in `lab_dir`; return its journal.
+
+    With `owner_pid`, the lab counts as stale once that process exits (see `down_stale`).
+    """
     if spec.native < 0 or spec.aarch64 < 0 or spec.native + spec.aarch64 == 0:
         raise LabError("the lab needs at least one device",
                        hint="e.g. farm lab up --devices 2 --aarch64 1")
@@ -83,6 +87,9 @@ def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print) ->
     with _lab_lock():
         slot = netns_backend.free_slot() if mode == "netns" else 0
         state = LabState(lab_dir=str(path), mode=mode, slot=slot)
+        if owner_pid is not None:
+            state.owner = {"pid": owner_pid, "start": start_time(owner_pid)}
+        registry.register(str(path))
         state.save()
         try:
             _create_devices(state, spec.native, n_arm, sysroot)
@@ -149,10 +156,21 @@ def down(lab_dir: Path | str | None = None, *, purge: bool = False,
                        hint=f"the journal {state.path} is kept; retry `farm lab down`")
     for name in ("state.json", INVENTORY_FILE, KNOWN_HOSTS_FILE):
         (path / name).unlink(missing_ok=True)
+    registry.unregister(str(path))
     if purge:
         shutil.rmtree(path, ignore_errors=True)
-    log(f"lab down: removed {len(actions)} resources; nothing left behind")
+    log(f"lab down ({path}): {summary(actions)}; nothing left behind")
     return actions
+
+
+def down_stale(*, log: Log = print) -> list[Path]:
+    """Tear down every registered lab whose owner process is gone (a killed test run)."""
+    removed = []
+    for lab_dir in registry.stale_labs():
+        log(f"lab in {lab_dir} outlived its owner: tearing it down")
+        down(lab_dir, log=log)
+        removed.append(lab_dir)
+    return removed
 
 
 def healthy(state: LabState) -> bool:

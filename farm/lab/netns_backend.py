@@ -68,25 +68,16 @@ def create_bridge(state: LabState) -> None:
 
 def create_device(state: LabState, index: int, name: str, arch: str, features: list[str],
                   python: str, sysroot: Path | None) -> tuple[LabDevice, subprocess.Popen[bytes]]:
-    """Namespace, veth, address, keys, config and a running sshd for one device."""
-    slot = state.slot
-    ns = netns_name(slot, name)
-    host_if, dev_if = f"fl{slot}h{index}", f"fl{slot}d{index}"
-    ip = address(slot, index)
-    # `ip netns add` also bind-mounts /run/netns/<ns>: `ip netns del` removes both
-    state.add("netns", name=ns, mount=f"/run/netns/{ns}")
-    run(["ip", "netns", "add", ns])
-    state.add("veth", name=host_if, peer=dev_if, netns=ns)
-    run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", dev_if, "netns", ns])
-    run(["ip", "link", "set", host_if, "master", bridge_name(slot), "up"])
-    run(["ip", "-n", ns, "link", "set", "lo", "up"])
-    run(["ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev_if])
-    run(["ip", "-n", ns, "link", "set", dev_if, "up"])
+    """Namespace, veth, address, keys, config and a running sshd for one device.
 
+    `sysroot` is given for (and only for) an emulated aarch64 device.
+    """
+    ns = netns_name(state.slot, name)
+    ip = address(state.slot, index)
+    _create_network(state, ns, index, ip)
     ddir = DeviceDir.prepare(Path(state.lab_dir), name)
     env = {"FARM_DEVICE": name, "FARM_LAB_DIR": state.lab_dir}
-    if arch == "aarch64":
-        assert sysroot is not None
+    if sysroot is not None:
         env.update(aarch64.session_env(sysroot))
     ensure_privsep_dir()
     write_config(ddir.config, sshd_config(
@@ -98,35 +89,56 @@ def create_device(state: LabState, index: int, name: str, arch: str, features: l
     # in-namespace mounts vanish with the device's last process; recorded so `down` can
     # prove it (no mount table anywhere may still mention the lab directory)
     state.add("mount", path="/root", source=str(ddir.home), where=f"mount ns of {name}")
-    if arch == "aarch64":
-        assert sysroot is not None
-        state.add("mount", path=str(ddir.binfmt), source="binfmt_misc",
-                  where=f"mount ns of {name}")
-        # sshd in the child user namespace lacks CAP_NET_BIND_SERVICE over this netns
-        run(["ip", "netns", "exec", ns, "sysctl", "-qw",
-             "net.ipv4.ip_unprivileged_port_start=0"])
-        ddir.write_python_wrappers(sysroot)
+    if sysroot is not None:
         device.python = "/root/bin/python3"
-        ddir.binfmt.mkdir(exist_ok=True)
-        ddir.binfmt_rule.write_text(aarch64.BINFMT_RULE)
-        ddir.launcher.write_text(aarch64.launch_script(
-            hostname=name, binfmt_dir=ddir.binfmt, rule_file=ddir.binfmt_rule,
-            home=ddir.home, config=ddir.config, sshd=SSHD))
-        argv = ["ip", "netns", "exec", ns, "unshare", "--user", "--mount", "--uts",
-                "--propagation", "private", "/bin/sh", str(ddir.launcher)]
+        argv = _aarch64_launcher(state, ddir, name, ns, sysroot)
     else:
-        keep = hidden_by_home(python)
-        for path in keep:
-            (ddir.home / Path(path).name).mkdir(exist_ok=True)
-            state.add("mount", path=f"/root/{Path(path).name}", source=path,
-                      where=f"mount ns of {name}")
-        ddir.launcher.write_text(_native_script(name, ddir, keep))
-        argv = ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts",
-                "--propagation", "private", "/bin/sh", str(ddir.launcher)]
+        argv = _native_launcher(state, ddir, name, ns, python)
     proc = spawn_sshd(state, device, ddir, argv)
-    if arch == "aarch64":
+    if sysroot is not None:
         aarch64.write_id_maps(proc.pid)
     return device, proc
+
+
+def _create_network(state: LabState, ns: str, index: int, ip: str) -> None:
+    host_if, dev_if = f"fl{state.slot}h{index}", f"fl{state.slot}d{index}"
+    # `ip netns add` also bind-mounts /run/netns/<ns>: `ip netns del` removes both
+    state.add("netns", name=ns, mount=f"/run/netns/{ns}")
+    run(["ip", "netns", "add", ns])
+    state.add("veth", name=host_if, peer=dev_if, netns=ns)
+    run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", dev_if, "netns", ns])
+    run(["ip", "link", "set", host_if, "master", bridge_name(state.slot), "up"])
+    run(["ip", "-n", ns, "link", "set", "lo", "up"])
+    run(["ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev_if])
+    run(["ip", "-n", ns, "link", "set", dev_if, "up"])
+
+
+def _aarch64_launcher(state: LabState, ddir: DeviceDir, name: str, ns: str,
+                      sysroot: Path) -> list[str]:
+    state.add("mount", path=str(ddir.binfmt), source="binfmt_misc",
+              where=f"mount ns of {name}")
+    # sshd in the child user namespace lacks CAP_NET_BIND_SERVICE over this netns
+    run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=0"])
+    ddir.write_python_wrappers(sysroot)
+    ddir.binfmt.mkdir(exist_ok=True)
+    ddir.binfmt_rule.write_text(aarch64.BINFMT_RULE)
+    ddir.launcher.write_text(aarch64.launch_script(
+        hostname=name, binfmt_dir=ddir.binfmt, rule_file=ddir.binfmt_rule,
+        home=ddir.home, config=ddir.config, sshd=SSHD))
+    return ["ip", "netns", "exec", ns, "unshare", "--user", "--mount", "--uts",
+            "--propagation", "private", "/bin/sh", str(ddir.launcher)]
+
+
+def _native_launcher(state: LabState, ddir: DeviceDir, name: str, ns: str,
+                     python: str) -> list[str]:
+    keep = hidden_by_home(python)
+    for path in keep:
+        (ddir.home / Path(path).name).mkdir(exist_ok=True)
+        state.add("mount", path=f"/root/{Path(path).name}", source=path,
+                  where=f"mount ns of {name}")
+    ddir.launcher.write_text(_native_script(name, ddir, keep))
+    return ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts",
+            "--propagation", "private", "/bin/sh", str(ddir.launcher)]
 
 
 def _native_script(name: str, ddir: DeviceDir, keep: list[str]) -> str:

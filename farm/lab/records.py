@@ -6,8 +6,9 @@ by these records alone. A process is recorded first by a `match` string (a path 
 its command line holds) and then, once spawned, by (pid, start time).
 
 File: `<lab_dir>/state.json` = {"version": 1, "mode", "slot", "lab_dir", "resources": [...],
-"devices": [...]}. Resource kinds: bridge, netns, veth (name), mount (path, where), process
-(match, pid, start, device). Devices: see `LabDevice`.
+"devices": [...], "owner": {"pid", "start"} | null}. Resource kinds: bridge, netns,
+veth (name), mount (path, where), mntns (ns), process (match, pid, start, device).
+Devices: see `LabDevice`.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class LabState:
     resources: list[dict[str, Any]] = field(default_factory=list)
     devices: list[LabDevice] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    owner: dict[str, Any] | None = None  # {"pid", "start"}: the lab dies with this process
 
     @property
     def path(self) -> Path:
@@ -74,7 +76,8 @@ class LabState:
     def save(self) -> None:
         data = {"version": STATE_VERSION, "lab_dir": self.lab_dir, "mode": self.mode,
                 "slot": self.slot, "resources": self.resources,
-                "devices": [asdict(d) for d in self.devices], "notes": self.notes}
+                "devices": [asdict(d) for d in self.devices], "notes": self.notes,
+                "owner": self.owner}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1) + "\n")
         os.replace(tmp, self.path)
@@ -97,4 +100,4 @@ def load_state(lab_dir: Path) -> LabState | None:
     return LabState(lab_dir=data["lab_dir"], mode=data["mode"], slot=data["slot"],
                     resources=data["resources"],
                     devices=[LabDevice(**d) for d in data["devices"]],
-                    notes=data.get("notes", []))
+                    notes=data.get("notes", []), owner=data.get("owner"))

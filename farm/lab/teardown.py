@@ -10,6 +10,8 @@ namespaces and mounts; empty means clean.
 
 from __future__ import annotations
 
+import time
+
 from farm.lab.netns_backend import remove_link, remove_netns
 from farm.lab.records import LabState
 from farm.lab.system import (
@@ -71,7 +73,26 @@ def remove_recorded(state: LabState) -> list[str]:
             if link_exists(rec["name"]):
                 remove_link(rec["name"])
                 actions.append(f"deleted {kind} {rec['name']}")
+    # a veth goes away with its namespace, but the kernel does that asynchronously
+    links = [r["name"] for r in state.resources if r["kind"] in ("veth", "bridge")]
+    deadline = time.monotonic() + 2.0
+    while any(link_exists(n) for n in links) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return actions
+
+
+def summary(actions: list[str]) -> str:
+    """'stopped 3 processes; deleted 3 netns, 1 bridge' from `remove_recorded`'s list."""
+    stopped = sum(a.count(",") + 1 for a in actions if a.startswith("stopped"))
+    counts: dict[str, int] = {}
+    for action in actions:
+        if action.startswith("deleted "):
+            kind = action.split()[1]
+            counts[kind] = counts.get(kind, 0) + 1
+    parts = [f"stopped {stopped} processes"] if stopped else []
+    if counts:
+        parts.append("deleted " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    return "; ".join(parts) or "nothing was running"
 
 
 def leftovers(state: LabState) -> list[str]:

@@ -9,7 +9,7 @@ Tables (`Report.tables`, in order), one row per configuration (see `configs`) un
 
 * latency      – pooled samples: n, median, 95 % CI of the median (seeded percentile
                  bootstrap, `farm.bench.stats`), p90, p99, mean, CV, min; load and first-run
-                 time (median over the records).
+                 time (median over the records); the records' drift flags.
 * memory       – peak VmHWM and PSS in KiB (largest over records), and how it was read.
 * size         – runtime, code, weights and total, in KiB (bytes / 1024) from `sizes`, for
                  measured configurations; the total only when all three parts are known.
@@ -97,12 +97,15 @@ def latency_table(configs: Sequence[Config]) -> ReportTable:
             Column("mean_ms", "mean ms", "ms"), Column("cv", "CV", "ratio"),
             Column("min_ms", "min ms", "ms"),
             Column("load_ms", "load ms", "ms"),
-            Column("first_run_ms", "first run ms", "ms")]
+            Column("first_run_ms", "first run ms", "ms"),
+            Column("drift", "drift flags")]
     rows = []
     for c in configs:
         s = c.summary
         row = {**_base(c), "status": c.status, "n": s.n if s else 0,
-               "load_ms": c.median_of("load_ms"), "first_run_ms": c.median_of("first_run_ms")}
+               "load_ms": c.median_of("load_ms"), "first_run_ms": c.median_of("first_run_ms"),
+               "drift": "; ".join(dict.fromkeys(
+                   str(f) for r in c.records for f in (r.get("drift") or []))) or None}
         for key, attr in (("median_ms", "median"), ("ci95_low_ms", "ci95_low"),
                           ("ci95_high_ms", "ci95_high"), ("p90_ms", "p90"), ("p99_ms", "p99"),
                           ("mean_ms", "mean"), ("cv", "cv"), ("min_ms", "min")):
@@ -193,11 +196,13 @@ def fusion_table(effects: Sequence[FusionEffect]) -> ReportTable:
              "reduction_pct": e.reduction_pct, "ci_low_pct": e.ci_low_pct,
              "ci_high_pct": e.ci_high_pct, "significant": e.significant, "method": e.method}
             for e in effects]
-    return ReportTable(
-        "fusion", "Fusion effect (off → on)",
-        "reduction = (off - on) / off; end-to-end from median latency, attention = attention "
-        "category, FFN = fc + gelu categories of the per-op profile; 95% CI by seeded "
-        "bootstrap (see uncertainty column).", cols, rows)
+    caption = ("reduction = (off - on) / off; end-to-end from median latency, attention = "
+               "attention category, FFN = fc + gelu categories of the per-op profile; 95% CI "
+               "by seeded bootstrap (see uncertainty column).")
+    if not rows:
+        caption += (" No pair here: no configuration was measured both with fusion off "
+                    "({'fusion': false} / ORT opt_level disable) and on.")
+    return ReportTable("fusion", "Fusion effect (off → on)", caption, cols, rows)
 
 
 def availability_table(configs: Sequence[Config]) -> ReportTable:

@@ -41,7 +41,8 @@ _FACT_SUFFIXES = ("_version", "_count", "_providers", "_available")
 _FACT_KEYS = {"route", "python", "nodes"}
 _OFF_LEVELS = {"disable", "disable_all", "off", "none", "0"}
 _ON_LEVELS = {"all", "enable_all", "99"}
-_ALIASES = {"graph_optimization": "opt"}  # labels only; the flags keep their names
+# labels only; the flags keep their names
+_ALIASES = {"graph_optimization": "opt", "opt_level": "opt"}
 
 
 def is_cost_key(key: str) -> bool:
@@ -80,7 +81,7 @@ def _flag_text(value: Any) -> str:
 
 def config_label(flags: Mapping[str, Any]) -> str:
     """Short human label of the config flags, fusion first ("fusion=off", "default")."""
-    keys = sorted(flags, key=lambda k: (k not in ("fusion", "graph_optimization"), k))
+    keys = sorted(flags, key=lambda k: (k not in ("fusion", "graph_optimization", "opt_level"), k))
     return ", ".join(f"{_ALIASES.get(k, k)}={_flag_text(flags[k])}" for k in keys) or "default"
 
 

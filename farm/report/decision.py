@@ -167,6 +167,8 @@ def decisions(configs: Sequence[Config]) -> list[Decision]:
                             lambda a, b, p=prim: _memory_same(p[a], p[b])))
         cov = coverage(configs, device)
         cov = {r: v for r, v in cov.items() if any(c.route == r for c in group)}
+        if not any(cov.values()):
+            cov = {}  # nothing measured validly: no winner, "no data"
         rows.append(_decide(device, scope, "coverage", "valid configurations / attempted",
                             "share", cov, lambda a, b, v=cov: v[a] == v[b],
                             higher_better=True, margin_unit="pp"))

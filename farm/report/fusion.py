@@ -101,12 +101,9 @@ def _run_means(runs: list[dict[str, float]], cats: tuple[str, ...], rng: np.rand
     return per_run[idx].mean(axis=1)
 
 
-def _effect(off: Config, on: Config, block: str, seed: int, n_boot: int
-            ) -> FusionEffect | None:
-    rng = np.random.default_rng(seed)
-    # both sides' e2e bootstrap medians are needed by the e2e row and the scaled method
-    boot_off = bootstrap_medians(off.samples_ms, rng, n_boot)
-    boot_on = bootstrap_medians(on.samples_ms, rng, n_boot)
+def _effect(off: Config, on: Config, block: str, boots: tuple[np.ndarray, np.ndarray],
+            rng: np.random.Generator, n_boot: int) -> FusionEffect | None:
+    boot_off, boot_on = boots
     med_off, med_on = off.summary.median, on.summary.median  # type: ignore[union-attr]
     if block == E2E:
         t_off, t_on, method = med_off, med_on, METHOD_E2E
@@ -139,8 +136,12 @@ def fusion_effects(configs: Sequence[Config], *, seed: int = DEFAULT_SEED,
                    n_boot: int = DEFAULT_N_BOOT) -> list[FusionEffect]:
     out = []
     for off, on in fusion_pairs(configs):
+        rng = np.random.default_rng(seed)  # per pair: a row does not depend on the others
+        # both sides' e2e bootstrap medians serve the e2e row and the e2e-scaled blocks
+        boots = (bootstrap_medians(off.samples_ms, rng, n_boot),
+                 bootstrap_medians(on.samples_ms, rng, n_boot))
         for block in (E2E, *BLOCKS):
-            effect = _effect(off, on, block, seed, n_boot)
+            effect = _effect(off, on, block, boots, rng, n_boot)
             if effect is not None:
                 out.append(effect)
     return out

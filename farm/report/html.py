@@ -46,7 +46,7 @@ svg .note { fill: #555; }
 svg .axis { stroke: #444; } svg .grid { stroke: #eee; }
 svg .box { fill: #dce7f3; stroke: #4e79a7; } svg .median { stroke: #c62828; stroke-width: 2; }
 svg .whisker { stroke: #777; } svg .p90 { stroke: #222; stroke-width: 1.5; }
-svg .sample { fill: #4e79a7; fill-opacity: .45; }
+svg .sample { fill: #4e79a7; fill-opacity: .45; } svg .clipped { fill: #c62828; }
 #status { color: #888; font-size: 11px; margin-top: 30px; }
 """
 

@@ -8,7 +8,9 @@ from the DOM and compare them with the measured values.
 
 * `distribution(rows, unit)` – horizontal box + strip plot per row: box q1..q3, median line,
   p90 tick, whiskers to min/max, and the raw samples as points (at most `MAX_POINTS` per
-  row, every k-th sample in order: each point shown is a real sample).
+  row, every k-th sample in order: each point shown is a real sample). The axis ends where
+  the rows need it (`_axis_top`); slower outliers sit on the edge (class `clipped`, true
+  value in `data-value`) and the row says how many and the max.
 * `stacked_bars(rows, parts, unit)` – one horizontal bar per row, one segment per part.
 * `grouped_bars(groups, series, unit)` – per group, one bar per series (e.g. off/on), with an
   optional note per group (e.g. the reduction and its CI).
@@ -84,15 +86,23 @@ def _frame(height: float, scale: _Scale, unit: str, title: str, cls: str,
     return out
 
 
-def _label(y: float, text: str) -> str:
+def _label(y: float, text: str, limit: int = 40) -> str:
+    shown = text if len(text) <= limit else text[:limit - 1] + "…"
     return (f'<text class="row-label" x="{LABEL_W - 8}" y="{y:.1f}" text-anchor="end" '
-            f'dominant-baseline="middle">{escape(text)}</text>')
+            f'dominant-baseline="middle"><title>{escape(text)}</title>{escape(shown)}</text>')
 
 
 def _mark(tag: str, cls: str, value: float, tip: str, geometry: Mapping[str, Any],
           extra: Mapping[str, Any] | None = None) -> str:
     attrs = {"class": cls, **geometry, "data-value": repr(float(value)), **(extra or {})}
     return f"<{tag}{_attrs(attrs)}><title>{escape(tip)}</title></{tag}>"
+
+
+def _axis_top(x: np.ndarray) -> float:
+    """Where a row needs the axis to reach: its p90 with room, or q3 + 3 IQR; rare slow
+    outliers (a scheduler hiccup of 30x the median) would otherwise squash every box."""
+    q1, q3, p90 = np.percentile(x, [25, 75, 90])
+    return float(max(p90 * 1.25, q3 + 3 * (q3 - q1)))
 
 
 @dataclass
@@ -106,8 +116,11 @@ def distribution(rows: Sequence[DistRow], unit: str, title: str,
                  attrs: Mapping[str, Any] | None = None) -> str:
     rows = [r for r in rows if len(r.samples)]
     allv = np.concatenate([np.asarray(r.samples, float) for r in rows]) if rows else np.zeros(1)
-    pad = (float(allv.max()) - float(allv.min())) * 0.05 or 0.5
-    scale = _Scale(max(0.0, float(allv.min()) - pad), float(allv.max()) + pad)
+    top = min(float(allv.max()), max((_axis_top(np.asarray(r.samples, float)) for r in rows),
+                                     default=float(allv.max())))
+    pad = (top - float(allv.min())) * 0.05 or 0.5
+    scale = _Scale(max(0.0, float(allv.min()) - pad), top + pad)
+    edge = scale.hi
     height = TOP + ROW_H * len(rows) + BOTTOM
     out = _frame(height, scale, unit, title, "distribution", attrs or {})
     for i, row in enumerate(rows):
@@ -117,8 +130,8 @@ def distribution(rows: Sequence[DistRow], unit: str, title: str,
         yc = TOP + ROW_H * i + ROW_H / 2
         out.append(f'<g class="dist"{_attrs({**row.attrs, "data-n": x.size})}>')
         out.append(_label(yc, row.label))
-        out.append(_mark("line", "whisker", lo, f"min {_fmt(lo, unit)}",
-                         {"x1": f"{scale(lo):.1f}", "x2": f"{scale(hi):.1f}",
+        out.append(_mark("line", "whisker", lo, f"min {_fmt(lo, unit)}, max {_fmt(hi, unit)}",
+                         {"x1": f"{scale(lo):.1f}", "x2": f"{scale(min(hi, edge)):.1f}",
                           "y1": f"{yc:.1f}", "y2": f"{yc:.1f}"}, {"data-stat": "min",
                                                                 "data-max": repr(hi)}))
         out.append(_mark("rect", "box", med, f"q1 {_fmt(q1, unit)}, median {_fmt(med, unit)}, "
@@ -136,9 +149,16 @@ def distribution(rows: Sequence[DistRow], unit: str, title: str,
         step = max(1, math.ceil(x.size / MAX_POINTS))
         for j, v in enumerate(x[::step]):
             jitter = ((j * 7919) % 13 - 6) * 0.9  # deterministic spread, no RNG in a view
-            out.append(_mark("circle", "sample", float(v), _fmt(float(v), unit),
-                             {"cx": f"{scale(float(v)):.1f}", "cy": f"{yc + jitter:.1f}",
-                              "r": 1.6}))
+            clipped = float(v) > edge  # drawn at the edge, its value still in data-value
+            out.append(_mark("circle", "sample clipped" if clipped else "sample", float(v),
+                             _fmt(float(v), unit) + (" (beyond the axis)" if clipped else ""),
+                             {"cx": f"{scale(min(float(v), edge)):.1f}",
+                              "cy": f"{yc + jitter:.1f}", "r": 2.2 if clipped else 1.6}))
+        beyond = int(np.sum(x > edge))
+        if beyond:
+            out.append(f'<text class="note" x="{LABEL_W + PLOT_W - 4}" y="{yc - 11:.1f}" '
+                       f'text-anchor="end">{beyond} beyond axis, max '
+                       f"{escape(_fmt(hi, unit))}</text>")
         out.append(f'<text class="value" x="{LABEL_W + PLOT_W + 8}" y="{yc:.1f}" '
                    f'dominant-baseline="middle">{escape(_fmt(med, unit))}</text>')
         out.append("</g>")

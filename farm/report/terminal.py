@@ -58,7 +58,7 @@ def render_table(table: ReportTable) -> Table:
                 title_justify="left", show_lines=False)
     for c in cols:
         out.add_column(c.label, justify="right" if c.numeric else "left", overflow="fold",
-                       max_width=48 if c.key in ("why_not", "config") else None)
+                       max_width=48 if c.key in ("why_not", "config", "drift") else None)
     if not table.rows:
         out.add_row(*(["(none)"] + [""] * (len(cols) - 1)))
     for row in table.rows:

@@ -45,6 +45,7 @@ def run_exec(exe: list[str], plan: Path, model: Path, tmp: Path, *extra: str,
              timeout: float = 120) -> RunResult:
     inputs = write_inputs(model, 0, tmp)
     out = tmp / f"out-{plan.stem}-{abs(hash(extra))}.ftns"
-    proc = subprocess.run([*exe, "--plan", str(plan), "--inputs", str(inputs), "--outputs", str(out),
-                           "--runs", "2", *extra], capture_output=True, text=True, timeout=timeout)
+    argv = [*exe, "--plan", str(plan), "--inputs", str(inputs), "--outputs", str(out),
+            "--runs", "2"]
+    proc = subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=timeout)
     return RunResult(proc, out)

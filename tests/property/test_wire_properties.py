@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from farm.errors import AgentError, ProtocolError
 from farm.protocol import wire
 
-SETTINGS = settings(max_examples=200, deadline=None,
+SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 text = st.text(max_size=20)

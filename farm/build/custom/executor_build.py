@@ -37,8 +37,10 @@ def source_key(arch: str) -> str:
     cc = _compiler(arch)
     h = hashlib.sha256(arch.encode())
     root = kernels_dir()
-    files = sorted(p for p in root.rglob("*") if p.is_file() and "build" not in p.relative_to(root).parts
-                   and (p.suffix in _SOURCE_SUFFIXES or p.name == "Makefile"))
+    files = sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and "build" not in p.relative_to(root).parts
+        and (p.suffix in _SOURCE_SUFFIXES or p.name == "Makefile"))
     for p in files:
         h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout

@@ -161,7 +161,8 @@ class Lowerer:
 
     def visit(self, node: onnx.NodeProto) -> None:
         ins = [self.vals.get(i) if i else None for i in node.input]
-        if ins and all(isinstance(v, Const) or v is None for v in ins) and node.domain in ("", "ai.onnx"):
+        consts = all(isinstance(v, Const) or v is None for v in ins)
+        if ins and consts and node.domain in ("", "ai.onnx"):
             return self.fold(node)
         handler = getattr(self, f"op_{node.op_type}", None)
         if handler is None:
@@ -182,7 +183,8 @@ class Lowerer:
         for name, arr in zip(node.output, res, strict=False):
             self.vals[name] = Const(np.asarray(arr))
 
-    from farm.build.custom.lower_ops import (  # noqa: E402  (handlers live in their own module)
+    # The handlers live in their own module; importing them here makes them methods.
+    from farm.build.custom.lower_ops import (
         op_Add,
         op_Cast,
         op_Div,

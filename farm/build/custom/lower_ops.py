@@ -68,8 +68,8 @@ def op_Identity(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
 
 def op_Gather(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     table, idx = ins
-    if isinstance(table, Const) and isinstance(idx, Input) and (self_attr := node.attribute) is not None:
-        if any(a.name == "axis" and a.i != 0 for a in self_attr) or table.arr.ndim != 2:
+    if isinstance(table, Const) and isinstance(idx, Input):
+        if any(a.name == "axis" and a.i != 0 for a in node.attribute) or table.arr.ndim != 2:
             raise self.fail("only row gathers from a 2-D table are supported")
         return Embed(((table.arr.astype(np.float32), idx.slot),), node.name)
     raise self.fail("only Gather(constant table, int input) is supported")
@@ -92,7 +92,8 @@ def op_Add(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     if (p := _pair(ins, Scores, MaskFn)) is not None and p[0].mask is None:
         s = p[0]
         return Scores(s.q, s.k, s.scale, p[1], s.name)
-    if (p := _pair(ins, GeluPart, Const)) is not None and p[0].stage == "erf" and _scalar(p[1]) == 1.0:
+    p = _pair(ins, GeluPart, Const)
+    if p is not None and p[0].stage == "erf" and _scalar(p[1]) == 1.0:
         return GeluPart(p[0].u, "erf1")
     if (p := _pair(ins, MaskFn, Const)) is not None and (c := _scalar(p[1])) is not None:
         return MaskFn(p[0].slot, p[0].v0 + c, p[0].v1 + c)
@@ -136,7 +137,8 @@ def op_Mul(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
         other = node.input[1] if ins[0] is p[0] else node.input[0]
         if other == p[0].u:
             return GeluPart(p[0].u, "mul")
-    if (p := _pair(ins, GeluPart, Const)) is not None and p[0].stage == "mul" and _scalar(p[1]) == 0.5:
+    p = _pair(ins, GeluPart, Const)
+    if p is not None and p[0].stage == "mul" and _scalar(p[1]) == 0.5:
         return _gelu_of(self, p[0].u)
     raise self.fail("this Mul pattern is not supported")
 
@@ -184,7 +186,7 @@ def op_Unsqueeze(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
 
 
 def op_LayerNormalization(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
-    x, g, b = (ins + [None])[:3]
+    x, g, b = [*ins, None][:3]
     axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
     eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
     if not isinstance(g, Const) or not isinstance(b, Const) or axis not in (-1, 2):
@@ -199,7 +201,8 @@ def op_LayerNormalization(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any
     if g.arr.size != cols or b.arr.size != cols:
         raise self.fail(f"LayerNormalization scale/bias do not have {cols} values")
     out = self.emit(OP_LAYERNORM, node.name, srcs, cols,
-                    arrays=[g.arr.reshape(-1).astype(np.float32), b.arr.reshape(-1).astype(np.float32)],
+                    arrays=[g.arr.reshape(-1).astype(np.float32),
+                            b.arr.reshape(-1).astype(np.float32)],
                     floats=[float(eps)])
     return Act(out)
 
@@ -222,7 +225,7 @@ def op_MatMulNBits(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     zp = ins[3] if len(ins) > 3 else None
     bias = ins[5] if len(ins) > 5 else None
     attrs = {a.name: a.i for a in node.attribute if a.type == a.INT}
-    if not isinstance(blob, Const) or not isinstance(scales, Const) or not isinstance(x, ACTIVATIONS):
+    if not (isinstance(blob, Const) and isinstance(scales, Const) and isinstance(x, ACTIVATIONS)):
         raise self.fail("MatMulNBits needs constant weights and scales")
     k, n = attrs.get("K", 0), attrs.get("N", 0)
     q4 = W.from_matmul_nbits(blob.arr, scales.arr, zp.arr if isinstance(zp, Const) else None, k, n,

@@ -1,13 +1,15 @@
 """Plan passes after lowering: merge Q/K/V projections, then map values to few buffers.
 
-- `merge_qkv`: the three FCs feeding one attention op that read the same activation with the
-  same weight type become one FC with N = 3H (one pass over the activation, one bigger GEMM);
-  the attention op then reads q, k and v at column offsets 0, H and 2H of its output.
-- `allocate`: liveness-based reuse of activation buffers of equal width; an op's output never shares a buffer
-  with its own inputs (the GEMM and attention kernels read inputs while writing).
+- `merge_qkv`: the three FCs feeding one attention op that read the same activation with
+  the same weight type become one FC with N = 3H (one pass over the activation, one bigger
+  GEMM); the attention op then reads q, k and v at column offsets 0, H and 2H of its output.
+- `allocate`: liveness-based reuse of activation buffers of equal width; an op's output
+  never shares a buffer with its own inputs (GEMM and attention read inputs while writing).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from farm.build.custom.ir import Ir, IrOp
 from farm.build.custom.plan_format import ACT_NONE, OP_ATTENTION, OP_FC
@@ -34,14 +36,16 @@ def merge_qkv(ir: Ir) -> int:
         q, k, v = fcs  # type: ignore[misc]
         same = all(f.ins[0] == q.ins[0] and f.fc.wtype == q.fc.wtype and f.params[3] == ACT_NONE
                    and (f.bias is None) == (q.bias is None) for f in fcs)  # type: ignore[union-attr]
-        private = all(len(users.get(f.out, [])) == 1 and f.out not in outputs for f in fcs)  # type: ignore[union-attr]
+        private = all(len(users.get(f.out, [])) == 1 and f.out not in outputs  # type: ignore[union-attr]
+                      for f in fcs)
         if not (same and private):
             continue
         n = q.fc.n  # type: ignore[union-attr]
-        fused = IrOp(OP_FC, q.name.rsplit("/", 2)[0] + "/qkv/MatMul", [q.ins[0]], ir.new_value(3 * n),
+        name = q.name.rsplit("/", 2)[0] + "/qkv/MatMul"
+        fused = IrOp(OP_FC, name, [q.ins[0]], ir.new_value(3 * n),
                      fc=q.fc.concat([k.fc, v.fc]),  # type: ignore[union-attr]
                      bias=None if q.bias is None else
-                     __import__("numpy").concatenate([q.bias, k.bias, v.bias]),
+                     np.concatenate([q.bias, k.bias, v.bias]),  # type: ignore[union-attr]
                      params=[q.fc.wtype, 3 * n, q.params[2], ACT_NONE])  # type: ignore[union-attr]
         at = ir.ops.index(q)  # type: ignore[arg-type]
         for f in fcs:

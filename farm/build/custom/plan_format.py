@@ -148,7 +148,7 @@ def read_header(path: Path) -> PlanHeader:
     raw = Path(path).read_bytes()
     if len(raw) < HEADER_SIZE or raw[:8] != MAGIC:
         raise BuildError(f"{path} is not a plan file")
-    _, version, hsize, size, feat, crc, *counts = _HEADER.unpack_from(raw)
+    _, version, _hsize, size, feat, crc, *counts = _HEADER.unpack_from(raw)
     if version != VERSION:
         raise BuildError(f"{path}: plan version {version}, this farm writes {VERSION}")
     if size != len(raw) or zlib.crc32(raw[HEADER_SIZE:]) != crc:

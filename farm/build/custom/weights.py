@@ -41,7 +41,7 @@ def quantize_i8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def from_matmul_integer(wq: np.ndarray, scale: np.ndarray, zp: np.ndarray | None,
                         where: str) -> tuple[np.ndarray, np.ndarray]:
     """ORT MatMulInteger weights [K, N] (int8/uint8, per-tensor or per-column zero point)."""
-    k, n = wq.shape
+    n = wq.shape[1]
     w = wq.astype(np.int16) - (np.zeros(1, np.int16) if zp is None else zp.astype(np.int16))
     if w.min() < -128 or w.max() > 127:
         raise BuildError(f"{where}: weights minus zero point do not fit int8",

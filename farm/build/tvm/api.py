@@ -300,8 +300,9 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int,
             if progress:
                 progress(measured[0], trials)
             if time_budget_s is not None and time.monotonic() - started > time_budget_s:
-                for task_id in range(len(scheduler.tasks_)):
-                    scheduler.terminate_task(task_id)
+                for task_id, task in enumerate(scheduler.tasks_):
+                    if not task.is_terminated:
+                        scheduler.terminate_task(task_id)
 
     runner: Any = "local"
     if rpc is not None:

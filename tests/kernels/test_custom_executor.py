@@ -1,0 +1,139 @@
+"""The executor against ONNX Runtime on the generated tiny encoder, natively and under qemu."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fkhelpers import ort_outputs, run_exec
+
+from farm.build.custom import compile_plan
+from farm.build.models import write_inputs
+
+# Per weight type: (max abs, mean abs) allowed vs ORT running the same ONNX model. int8 differs
+# by design (per-row symmetric activation quantisation vs ORT's per-tensor uint8).
+TOL = {"fp32": (1e-4, 1e-5), "int8-dynamic": (0.25, 0.03), "int4": (0.02, 1e-3)}
+
+
+def _plan(tiny: Callable[[str], Path], tmp: Path, variant: str, **kw) -> tuple[Path, Path]:
+    model = tiny(variant)
+    plan = tmp / f"{variant}-{'-'.join(f'{k}{v}' for k, v in kw.items())}.plan"
+    compile_plan(model, plan, **kw)
+    return model, plan
+
+
+def _close(got: np.ndarray, want: np.ndarray, variant: str) -> None:
+    assert got.shape == want.shape
+    diff = np.abs(got - want)
+    mx, mean = TOL[variant]
+    assert diff.max() <= mx and diff.mean() <= mean, (variant, diff.max(), diff.mean())
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8-dynamic", "int4"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_matches_ort(tiny, tmp_path, exe_x86, variant, threads) -> None:
+    model, plan = _plan(tiny, tmp_path, variant)
+    res = run_exec(exe_x86, plan, model, tmp_path, "--threads", str(threads))
+    assert res.rc == 0, res.stderr
+    _close(res.output(), ort_outputs(model), variant)
+
+
+def test_unfused_same_result_more_steps(tiny, tmp_path, exe_x86) -> None:
+    model, plan = _plan(tiny, tmp_path, "fp32")
+    fused = run_exec(exe_x86, plan, model, tmp_path, "--profile-runs", "1")
+    unfused = run_exec(exe_x86, plan, model, tmp_path, "--unfused", "--profile-runs", "1")
+    assert fused.rc == 0 and unfused.rc == 0, fused.stderr + unfused.stderr
+    np.testing.assert_allclose(unfused.output(), fused.output(), atol=1e-5)
+    f_ops, u_ops = fused.ev("ops")[0], unfused.ev("ops")[0]
+    assert len(u_ops["nodes"]) > len(f_ops["nodes"])
+    assert f_ops["categories"]["gelu"] == 0.0 < u_ops["categories"]["gelu"]  # GELU fused into FC
+    assert {n["name"].rsplit("/", 1)[-1] for n in u_ops["nodes"]} >= {"qk", "softmax", "pv", "bias"}
+
+
+@pytest.mark.parametrize("quant,variant", [("int8", "int8-dynamic"), ("q4_0", "int4")])
+def test_quantised_here_as_accurate_as_ort(tiny, tmp_path, exe_x86, quant, variant) -> None:
+    """fp32 model quantised by the plan compiler: no worse than ORT's own quantised model."""
+    model, plan = _plan(tiny, tmp_path, "fp32", quant=quant)
+    res = run_exec(exe_x86, plan, model, tmp_path)
+    assert res.rc == 0, res.stderr
+    ref, ort_q = ort_outputs(model), ort_outputs(tiny(variant))
+    ours, theirs = np.abs(res.output() - ref).mean(), np.abs(ort_q - ref).mean()
+    assert ours <= 1.5 * theirs + 1e-3, (ours, theirs)
+    if quant == "q4_0":  # same rounding rule as MatMulNBits: same weights, same outputs
+        _close(res.output(), ort_q, "int4")
+
+
+def test_gelu_table_and_every_isa_agree(tiny, tmp_path, exe_x86) -> None:
+    model, plan = _plan(tiny, tmp_path, "fp32", gelu="table")
+    want = ort_outputs(model)
+    for isa in ("generic", "avx2", "auto"):
+        res = run_exec(exe_x86, plan, model, tmp_path, "--isa", isa)
+        assert res.rc == 0, res.stderr
+        assert res.ev("info")[0]["kernels"] in (isa, "avx2", "avx512")
+        _close(res.output(), want, "fp32")
+
+
+def test_request_contract(tiny, tmp_path, exe_x86) -> None:
+    model, plan = _plan(tiny, tmp_path, "fp32")
+    req = {"route": "custom", "model": str(plan), "inputs": str(write_inputs(model, 0, tmp_path)),
+           "outputs": str(tmp_path / "o.ftns"), "threads": 2, "options": {"fused": True},
+           "policy": {"warmup_runs": 2, "warmup_min_s": 0.0, "min_runs": 7, "min_time_s": 0.01,
+                      "max_time_s": 5}, "profile_runs": 2}
+    (tmp_path / "req.json").write_text(json.dumps(req))
+    proc = subprocess.run([*exe_x86, "--request", str(tmp_path / "req.json")], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    kinds = [e["ev"] for e in events]
+    assert kinds[0] == "loaded" and kinds[-1] == "done"
+    order = ["loaded", "first", "warmup", "samples", "ops", "outputs", "memory", "done"]
+    assert [k for k in kinds if k in order] == order
+    ev = {e["ev"]: e for e in events}
+    assert ev["warmup"]["runs"] >= 2 and len(ev["samples"]["ms"]) >= 7
+    assert set(ev["ops"]["categories"]) == {"attention", "fc", "layernorm", "gelu", "other"}
+    assert all({"name", "op", "category", "ms"} <= set(n) for n in ev["ops"]["nodes"])
+    assert ev["memory"]["vmhwm_kb"] > 0 and ev["info"]["threads"] == 2
+    assert Path(ev["outputs"]["file"]).is_file()
+
+
+def test_cpu_feature_missing_is_an_error(tiny, tmp_path, exe_x86) -> None:
+    model = tiny("fp32")
+    plan = tmp_path / "sve.plan"
+    compile_plan(model, plan, features=("sve",))
+    res = run_exec(exe_x86, plan, model, tmp_path)
+    assert res.rc == 1 and "sve" in res.ev("error")[0]["message"]
+
+
+@pytest.mark.aarch64
+@pytest.mark.parametrize("variant", ["fp32", "int8-dynamic", "int4"])
+def test_aarch64_matches_ort_under_qemu(tiny, tmp_path, exe_arm, variant) -> None:
+    model, plan = _plan(tiny, tmp_path, variant)
+    res = run_exec(exe_arm, plan, model, tmp_path, "--threads", "2")
+    assert res.rc == 0, res.stderr
+    assert res.ev("info")[0]["kernels"] == "dotprod"
+    _close(res.output(), ort_outputs(model), variant)
+
+
+@pytest.mark.aarch64
+def test_aarch64_refuses_x86_plan_features(tiny, tmp_path, exe_arm) -> None:
+    model = tiny("fp32")
+    plan = tmp_path / "avx.plan"
+    compile_plan(model, plan, features=("avx2", "fma"))
+    res = run_exec(exe_arm, plan, model, tmp_path)
+    assert res.rc == 1
+    msg = res.ev("error")[0]["message"]
+    assert "avx2" in msg and "lacks" in msg
+
+
+@pytest.mark.aarch64
+def test_aarch64_neon_without_dotprod(tiny, tmp_path, exe_arm) -> None:
+    model, plan = _plan(tiny, tmp_path, "int8-dynamic")
+    a53 = ["qemu-aarch64", "-cpu", "cortex-a53", exe_arm[-1]]
+    res = run_exec(a53, plan, model, tmp_path)
+    assert res.rc == 0, res.stderr
+    assert res.ev("info")[0]["kernels"] == "neon"
+    _close(res.output(), ort_outputs(model), "int8-dynamic")
