@@ -139,3 +139,13 @@ def test_cli_compare_and_results(tmp_path: Path, capsys: pytest.CaptureFixture[s
     missing = tmp_path / "none.sqlite"
     assert main(["results", "list", "--store", str(missing)]) == 1
     assert "no result store at" in capsys.readouterr().err and not missing.exists()
+
+
+def test_fusion_on_and_off_are_compared_apart_not_pooled():
+    on = _rec([1.0, 1.1, 0.9] * 5, "ort")
+    off = _rec([5.0, 5.1, 4.9] * 5, "ort")
+    on["build_flags"] = {"opt_level": "all", "build_s": 1.0}
+    off["build_flags"] = {"opt_level": "disable", "build_s": 2.0}  # cost keys do not split
+    comps = compare_records([on, off], [dict(on), dict(off)])
+    assert sorted(c.config for c in comps) == ["opt=all", "opt=disable"]
+    assert all(c.verdict == "no significant difference" for c in comps)

@@ -22,7 +22,8 @@ from farm.cli.main import main as farm_main
 from farm.inventory import load_inventory
 from farm.lab import LabError, LabSpec, down, load_state, up
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the lab tests need root")]
 
 MARK = f"{os.getpid()}.25"  # `sleep MARK`: a session process of this test run, findable
 

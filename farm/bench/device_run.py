@@ -98,6 +98,13 @@ class DeviceRun:
         done: set[str] = set(self.kept)
         current: list[str | None] = [None]
         try:
+            if self.device.transport == "tvm-rpc":
+                # no shell and no agent there: such devices are measured through TVM RPC
+                for route in self.config.routes:
+                    if route not in done:
+                        self._store(route, UNAVAILABLE, "tvm-rpc devices run no agent; "
+                                    "measure them with `farm tracker` (TVM RPC sessions)")
+                done.update(self.config.routes)
             if not set(self.config.routes) <= done:
                 lease = DeviceLease(self.device.name, self.run_id)
                 self.emit("phase", phase="lease")

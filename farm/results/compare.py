@@ -1,7 +1,9 @@
 """Compare two runs, configuration by configuration, and say whether B differs from A.
 
 Contract: `compare_records(records_a, records_b)` -> one `Comparison` per key
-(device, route, variant, threads) found in either run, sorted by key:
+(device, route, variant, threads, config) found in either run, sorted by key, where config
+is the label of the record's configuration flags (`farm.results.config_flags`), so e.g.
+fusion-on and fusion-off records of one triangle are never pooled together:
 
 * `ratio` = median(B) / median(A) of the raw steady-state samples (< 1: B is faster);
 * `ratio_ci_low/high`: 95% percentile-bootstrap CI of that ratio (each run resampled
@@ -34,11 +36,12 @@ from rich.text import Text
 from scipy.stats import mannwhitneyu
 
 from farm.bench.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
+from farm.results.config_flags import config_flags, config_label
 
 ALPHA = 0.05
 FASTER, SLOWER, SAME = "faster", "slower", "no significant difference"
 ONLY_A, ONLY_B, NOT_MEASURED = "only in A", "only in B", "not measured"
-KEY_FIELDS = ("device", "route", "variant", "threads")
+KEY_FIELDS = ("device", "route", "variant", "threads", "config")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Comparison:
     route: str
     variant: str | None
     threads: int | None
+    config: str
     n_a: int
     n_b: int
     median_a_ms: float | None
@@ -63,7 +67,8 @@ class Comparison:
 
 
 def _key(rec: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(rec.get(k) for k in KEY_FIELDS)
+    config = config_label(config_flags(rec.get("build_flags")))
+    return (*(rec.get(k) for k in KEY_FIELDS[:-1]), config)
 
 
 def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
@@ -130,7 +135,7 @@ def compare_records(
     records_a: Sequence[dict[str, Any]], records_b: Sequence[dict[str, Any]], *,
     alpha: float = ALPHA, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT,
 ) -> list[Comparison]:
-    """Compare run A with run B per (device, route, variant, threads)."""
+    """Compare run A with run B per (device, route, variant, threads, config)."""
     groups_a, groups_b = _group(records_a), _group(records_b)
     out: list[Comparison] = []
     for key in sorted(set(groups_a) | set(groups_b), key=_sort_key):
@@ -210,6 +215,7 @@ def render_comparisons(comps: Sequence[Comparison], run_a: str, run_b: str, *,
         caption_justify="left",
     )
     heads = [("device", "left"), ("route", "left"), ("variant", "left"), ("threads", "right"),
+             ("config", "left"),
              ("n A", "right"), ("n B", "right"), ("median A ms", "right"),
              ("median B ms", "right"), ("ratio B/A", "right"), ("95% CI of ratio", "right"),
              ("p", "right"), ("verdict", "left"), ("note", "left")]
@@ -220,6 +226,7 @@ def render_comparisons(comps: Sequence[Comparison], run_a: str, run_b: str, *,
         ci = ("" if c.ratio_ci_low is None or c.ratio_ci_high is None
               else f"[{c.ratio_ci_low:.3f}, {c.ratio_ci_high:.3f}]")
         cells = [c.device, c.route, _cell(c.variant, "variant"), _cell(c.threads, "threads"),
+                 c.config,
                  str(c.n_a), str(c.n_b), _cell(c.median_a_ms, "m"), _cell(c.median_b_ms, "m"),
                  _cell(c.ratio, "ratio"), ci, _cell(c.p_value, "p_value")]
         table.add_row(*[Text(x) for x in cells],

@@ -1,0 +1,62 @@
+"""Which `build_flags` keys are configuration (what was asked for) and which are costs or
+facts observed while running; shared by compare (results layer) and the report.
+
+* config flags = `build_flags` minus `is_cost_key` keys: `*_s`, `*_utc`, `*_sha256`,
+  `*_hash`, `*_path`, `artifact*`, `*_version`, `*_count`, `*_providers`, `*_available`,
+  `route`, `python`, `nodes`.
+* `fusion_of(flags)` -> True / False / None (see its docstring).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+_COST_SUFFIXES = ("_s", "_utc", "_sha256", "_hash", "_path")
+_FACT_SUFFIXES = ("_version", "_count", "_providers", "_available")
+_FACT_KEYS = {"route", "python", "nodes"}
+_OFF_LEVELS = {"disable", "disable_all", "off", "none", "0"}
+_ON_LEVELS = {"all", "enable_all", "99"}
+# labels only; the flags keep their names
+_ALIASES = {"graph_optimization": "opt", "opt_level": "opt"}
+
+
+def is_cost_key(key: str) -> bool:
+    """True for build_flags keys that are costs, provenance or facts observed while running
+    (node counts, versions, which provider ran each node), not configuration."""
+    return (key in _FACT_KEYS or key.endswith(_COST_SUFFIXES + _FACT_SUFFIXES)
+            or key.startswith("artifact"))
+
+
+def config_flags(build_flags: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in sorted((build_flags or {}).items()) if not is_cost_key(k)}
+
+
+def fusion_of(flags: Mapping[str, Any] | None) -> bool | None:
+    """Whether a configuration runs with graph fusion (see module docstring)."""
+    flags = flags or {}
+    if isinstance(flags.get("fusion"), bool):
+        return bool(flags["fusion"])
+    level = flags.get("graph_optimization", flags.get("opt_level"))
+    if isinstance(level, str):
+        low = level.strip().lower()
+        if low in _OFF_LEVELS:
+            return False
+        if low in _ON_LEVELS:
+            return True
+    return None
+
+
+def _flag_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+def config_label(flags: Mapping[str, Any]) -> str:
+    """Short human label of the config flags, fusion first ("fusion=off", "default")."""
+    keys = sorted(flags, key=lambda k: (k not in ("fusion", "graph_optimization", "opt_level"), k))
+    return ", ".join(f"{_ALIASES.get(k, k)}={_flag_text(flags[k])}" for k in keys) or "default"
