@@ -141,6 +141,14 @@ def read_text(path, default=None):
         return default
 
 
+def pid_running(pid):
+    """True while the process exists and is not a zombie waiting for its parent."""
+    stat = read_text("/proc/%d/stat" % pid)
+    if not stat:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
 def normalized_arch():
     machine = platform.machine().lower()
     return "aarch64" if machine in ("arm64", "aarch64", "armv8l") else machine
@@ -472,7 +480,7 @@ class Agent(object):
                 except OSError:
                     break
                 for _ in range(50):
-                    if not os.path.exists("/proc/%d" % pid):
+                    if not pid_running(pid):
                         break
                     time.sleep(0.05)
         time.sleep(0.05)

@@ -4,8 +4,12 @@
 # nothing is left running afterwards. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the aarch64 sysroot is cached outside the clone (and outside /root, which lab devices
+# replace with a private home), so fresh clones on one machine build it once
+export FARM_SYSROOT=${FARM_SYSROOT:-/var/cache/farm/sysroot-aarch64}
 scripts/setup.sh --lab
-cleanup() { .venv/bin/farm lab down >/dev/null 2>&1 || true; .venv/bin/farm tracker stop >/dev/null 2>&1 || true; }
+# labs left by a killed test run (the suite's own lab is torn down by its fixture)
+cleanup() { .venv/bin/farm lab down --stale >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 .venv/bin/ruff check .
 .venv/bin/python -m pytest "$@"

@@ -48,7 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # subcommand not built yet
             raise
         module.register(sub)
+    _accept_inventory_anywhere(sub)
     return parser
+
+
+def _accept_inventory_anywhere(sub: argparse._SubParsersAction) -> None:
+    """Let `--inventory` also follow the subcommand (`farm devices check --inventory F`)."""
+    for parser in set(sub.choices.values()):
+        if "--inventory" not in parser._option_string_actions:
+            parser.add_argument("--inventory", metavar="FILE", default=argparse.SUPPRESS,
+                                help=argparse.SUPPRESS)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_inventory_anywhere(action)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #define ROWS_PER_TASK 8
-#define ATT_ROWS 16
+#define ATT_ROWS 64
 
 double fk_now_ms(void) {
     struct timespec ts;

@@ -294,22 +294,29 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int,
 
     @derived_object
     class _BudgetAndProgress(ms.measure_callback.PyMeasureCallback):
-        def apply(self, scheduler: Any, _task_id: int, _cands: Any, _builds: Any,
+        def apply(self, scheduler: Any, current: int, _cands: Any, _builds: Any,
                   runs: Any) -> None:
             measured[0] += len(runs)
             if progress:
                 progress(measured[0], trials)
             if time_budget_s is not None and time.monotonic() - started > time_budget_s:
+                # the scheduler terminates the current task itself after this callback
+                # (terminating it here too fails a check), so the budget can overshoot by
+                # one batch of that task
                 for task_id, task in enumerate(scheduler.tasks_):
-                    if not task.is_terminated:
+                    if task_id != current and not task.is_terminated:
                         scheduler.terminate_task(task_id)
 
-    runner: Any = "local"
+    runner: Any = ms.runner.LocalRunner(timeout_sec=120)
     if rpc is not None:
         runner = ms.runner.RPCRunner(ms.runner.RPCConfig(
             tracker_host=rpc[0], tracker_port=rpc[1], tracker_key=rpc[2],
             session_timeout_sec=120))
-    builder = ms.builder.LocalBuilder(f_export=_shared_library_export(cross_cc))
+    # few workers and a long timeout: each worker imports TVM, and on a loaded 2-core host
+    # MetaSchedule's defaults (one per core, 30 s) time out before anything builds
+    workers = max(1, min(2, int(target.attrs.get("num-cores", 1))))
+    builder = ms.builder.LocalBuilder(f_export=_shared_library_export(cross_cc),
+                                      max_workers=workers, timeout_sec=180)
     work_dir.mkdir(parents=True, exist_ok=True)
     try:
         ms.relax_integration.tune_relax(
