@@ -294,15 +294,55 @@ def read_state(workdir):
 
 
 # ----------------------------------------------------------------------------- children
+# runner event -> fields that must be numbers (the host relies on them; same table as
+# RUNNER_EVENTS in farm/protocol/wire.py). Unknown events are relayed as they are.
+_NUMBER_FIELDS = {"loaded": ("load_ms",), "first": ("ms",), "warmup": ("runs", "ms_total")}
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def runner_event_problem(obj):
+    """None when a runner event is well-formed enough to relay, else what is wrong."""
+    name = obj["ev"]
+    for key in _NUMBER_FIELDS.get(name, ()):
+        if not _is_number(obj.get(key)):
+            return "event %s: field %s must be a number, got %r" % (name, key, obj.get(key))
+    if name == "samples":
+        ms = obj.get("ms")
+        if not isinstance(ms, list) or not all(_is_number(x) for x in ms):
+            return "event samples: ms must be a list of numbers"
+    if name == "outputs" and not isinstance(obj.get("file"), str):
+        return "event outputs: file must be a path"
+    if name == "ops" and not isinstance(obj.get("categories"), dict):
+        return "event ops: categories must be an object"
+    if name == "memory" and obj.get("vmhwm_kb") is not None and \
+            not isinstance(obj.get("vmhwm_kb"), int):
+        return "event memory: vmhwm_kb must be an integer"
+    if name == "error" and not isinstance(obj.get("message"), str):
+        return "event error: message must be a string"
+    return None
+
+
+def _load_prctl():
+    """libc's prctl, resolved in the agent: the forked child must not import anything
+    (another thread may hold the import lock at fork time)."""
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except Exception:  # best effort; the lock file lists the child for reaping anyway
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
 def _child_setup():
     """In the runner child: own process group, and die with the agent (PR_SET_PDEATHSIG)."""
     os.setsid()
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort; the lock file lists children for reaping
-        pass
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
 
 
 class RouteRun(object):
@@ -393,6 +433,11 @@ class RouteRun(object):
                 if text.strip():  # a library printed to stdout: keep it for diagnostics
                     self.agent.out.send({"kind": "log", "id": self.rid, "text": text[:2000]})
                 continue
+            problem = runner_event_problem(obj)
+            if problem:
+                self.error_message = "runner broke the runner contract: %s" % problem
+                self.kill("protocol")
+                return
             if obj["ev"] == "error":
                 self.error_message = str(obj.get("message", "runner error"))
             if obj["ev"] == "done":
@@ -405,6 +450,10 @@ class RouteRun(object):
             del self.stderr_tail[:-40]
 
     def _end(self, status, message, code):
+        try:
+            os.unlink(self.argv[-1])  # the request file: nothing reads it any more
+        except OSError:
+            pass
         self.agent.run_finished(self)
         self.agent.out.send({"kind": "end", "id": self.rid, "status": status,
                              "message": message or "", "exit_code": code,
@@ -460,8 +509,11 @@ class Agent(object):
         info = {"pid": os.getpid(), "holder": self.args.holder, "child": self.child_pid,
                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         data = json.dumps(info).encode()
-        os.ftruncate(self.lock_fd, 0)
-        os.pwrite(self.lock_fd, data, 0)
+        try:
+            os.ftruncate(self.lock_fd, 0)
+            os.pwrite(self.lock_fd, data, 0)
+        except OSError as exc:  # a full disk: the flock still protects the device
+            log("cannot write lock info: %s" % exc)
 
     def reap(self, info):
         """Kill a leftover agent (and its runner group) recorded in the lock file."""
@@ -556,10 +608,11 @@ class Agent(object):
                                % (lineno, line[:80]))
         rid = req.get("id")
         rid = rid if isinstance(rid, str) else None
-        if req.get("proto") != PROTO:
+        proto = req.get("proto")
+        if type(proto) is not int or proto != PROTO:  # true and 1.0 are not protocol 1
             return self.refuse(rid, "request proto %r is not spoken by this agent (protocol %d):"
                                " redeploy the agent that matches the host's farm"
-                               % (req.get("proto"), PROTO))
+                               % (proto, PROTO))
         op = req.get("op")
         if rid is None:
             return self.refuse(None, "request line %d has no string id" % lineno)
@@ -675,9 +728,14 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     try:
-        if not os.path.isdir(agent.workdir):
-            os.makedirs(agent.workdir)
-        if not agent.take_lock():
+        try:
+            if not os.path.isdir(agent.workdir):
+                os.makedirs(agent.workdir)
+            if not agent.take_lock():
+                return 4
+        except OSError as exc:  # e.g. a full or read-only work dir
+            agent.out.send({"kind": "error", "id": None, "message":
+                            "cannot take the device lock in %s: %s" % (agent.workdir, exc)})
             return 4
         agent.hello()
         return agent.serve()

@@ -39,6 +39,11 @@ TEST_RUNNER = textwrap.dedent("""
     if mode == "crash":
         sys.stderr.write("runner: segfault imitation\\n"); sys.stderr.flush()
         os.kill(os.getpid(), 11)
+    if mode == "badtypes":
+        ev(ev="samples", ms=[1.0, "fast"])
+        time.sleep(600)
+    if mode == "newevent":
+        ev(ev="thermal_pause", seconds=1)
     if mode == "error":
         ev(ev="error", message="model has an unsupported operator Foo")
         sys.exit(2)
@@ -128,6 +133,14 @@ def test_route_errors_timeout_and_crash_keep_agent(workdir: Path) -> None:
         assert wait_gone(int((workdir / "sleep.pid").read_text()))
         with pytest.raises(AgentError, match="outside the work dir"):
             list(session.run_route("../../etc/passwd", {}, timeout_s=5))
+        with pytest.raises(RouteFailed, match="broke the runner contract: event samples"):
+            list(session.run_route("runners/test_runner.py", request(workdir, "badtypes"),
+                                   timeout_s=30))
+        assert wait_gone(int((workdir / "badtypes.pid").read_text()))
+        # an event this host does not know (a newer runner) is passed through, not fatal
+        names = [e["ev"] for e in session.run_route(
+            "runners/test_runner.py", request(workdir, "newevent"), timeout_s=30)]
+        assert "thermal_pause" in names and names[-1] == "done"
         assert session.state()
 
 
@@ -225,3 +238,18 @@ def test_corrupted_artifact_is_refused_before_the_run(workdir: Path) -> None:
         with pytest.raises(AgentError, match="outside the work dir"):
             list(session.run_route("runners/test_runner.py", request(workdir, "ok"),
                                    timeout_s=30, verify={"../x": good}))
+
+
+PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3.8")
+
+
+@pytest.mark.skipif(not PY38.is_file(), reason="no Python 3.8 interpreter on this machine")
+def test_agent_runs_on_python38(workdir: Path) -> None:
+    session = AgentSession(open_transport(local_device()), str(AGENT), python=str(PY38),
+                           workdir=str(workdir), hello_timeout_s=30)
+    with session:
+        assert session.hello["python"].startswith("3.8.")
+        assert session.state()["mem_available_kb"] > 0
+        events = list(session.run_route("runners/test_runner.py", request(workdir, "ok"),
+                                        timeout_s=30))
+        assert events[-1]["ev"] == "done"

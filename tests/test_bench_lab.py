@@ -48,6 +48,7 @@ def wait_no_leftovers(lab: Any, name: str, timeout: float) -> dict[int, str]:
 
 
 @pytest.mark.aarch64
+@pytest.mark.tvm
 def test_native_and_emulated_devices_in_parallel(lab: Any, tmp_path: Path) -> None:
     names = ["lab1", "lab2"] + (["pixel7"] if "pixel7" in lab.devices else [])
     config = BenchConfig(routes=("ort", "tvm", "custom"), policy=QUICK, pause_s=0.0,
@@ -62,6 +63,10 @@ def test_native_and_emulated_devices_in_parallel(lab: Any, tmp_path: Path) -> No
         assert ort["status"] == "ok", ort["status_detail"]
         assert ort["transport"] == "ssh" and ort["n"] >= 10
         assert ort["accuracy"]["ok"] and ort["peak_vmhwm_kb"] > 0
+        tvm = recs[(name, "tvm")]
+        assert tvm["status"] == "ok", tvm["status_detail"]
+        assert tvm["accuracy"]["ok"] and tvm["accuracy"]["cross_routes"] + \
+            ort["accuracy"]["cross_routes"]
         assert recs[(name, "custom")]["status"] in ("ok", "unavailable")
         assert not leftovers(lab, name)
     if "pixel7" in names:
@@ -150,3 +155,31 @@ def test_second_bench_on_a_busy_device_fails_clearly(lab: Any, tmp_path: Path) -
     assert first.wait(60)
     assert first.finish().status == "ok"
     store.close()
+
+
+def test_interrupt_leaves_no_agent_on_any_device(lab: Any, tmp_path: Path) -> None:
+    long = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=30.0,
+                  max_time_s=40.0)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        bench = Bench(devices(lab, "lab1", "lab2"), BenchConfig(policy=long, profile_runs=1),
+                      store, "test")
+        measuring: set[str] = set()
+        both = threading.Event()
+
+        def emit(event: dict[str, Any]) -> None:
+            if event["event"] == "samples":
+                measuring.add(event["device"])
+                if len(measuring) == 2:
+                    both.set()
+
+        bench.start(emit)
+        assert both.wait(60)
+        assert leftovers(lab, "lab1") and leftovers(lab, "lab2")
+        started = time.monotonic()
+        bench.interrupt()  # what Ctrl-C does in `farm bench`
+        assert bench.wait(20) and time.monotonic() - started < 15
+        result = bench.finish()
+        assert result.exit_code == 130
+        assert [r.status for r in store.runs()] == ["interrupted"]
+    for name in ("lab1", "lab2"):
+        assert not wait_no_leftovers(lab, name, 10), name

@@ -57,8 +57,7 @@ def agents_running(workdir: str) -> list[int]:
 def test_bench_ort_on_local(tmp_path: Path) -> None:
     dev = device(tmp_path)
     events: list[dict[str, Any]] = []
-    config = BenchConfig(routes=("ort", "tvm", "custom"), policy=FAST, pause_s=0.0,
-                         profile_runs=1)
+    config = BenchConfig(routes=("ort", "custom"), policy=FAST, pause_s=0.0, profile_runs=1)
     with ResultStore(tmp_path / "r.sqlite") as store:
         result = run_bench([dev], config, store, "test", emit=events.append)
         assert result.status == "ok" and result.exit_code == 0
@@ -75,9 +74,8 @@ def test_bench_ort_on_local(tmp_path: Path) -> None:
     assert ort["state_before"] and ort["state_after"] and isinstance(ort["drift"], list)
     assert len(ort["agent_hash"]) == 64 and ort["cpu_info"]["cores"] >= 1
     assert ort["policy"]["min_runs"] == 20 and ort["policy"]["seed"] == 0
-    for route in ("tvm", "custom"):
-        assert by_route[route]["status"] == "unavailable"
-        assert by_route[route]["status_detail"]
+    assert by_route["custom"]["status"] == "unavailable"
+    assert "no custom executor" in by_route["custom"]["status_detail"]
     kinds = [e["event"] for e in events if e["device"] == dev.name]
     assert kinds[0] == "phase" and kinds[-1] == "device_done"
     assert "samples" in kinds and "route_done" in kinds
@@ -193,16 +191,15 @@ def test_interrupt_keeps_results_and_leaves_no_agent(tmp_path: Path) -> None:
         assert not agents_running(dev.workdir)
 
 
-def test_jsonl_events_when_not_a_tty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_jsonl_events_when_not_a_tty(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from farm.cli.main import main
-    wd = tmp_path / "wd-cli"
-    os.environ["FARM_LOCAL_WORKDIR"] = str(wd)
-    try:
-        code = main(["bench", "--runs", "10", "--min-time", "0.1", "--max-time", "2",
-                     "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
-                     "--pause", "0", "--store", str(tmp_path / "c.sqlite")])
-    finally:
-        del os.environ["FARM_LOCAL_WORKDIR"]
+    monkeypatch.setenv("FARM_LOCAL_WORKDIR", str(tmp_path / "wd-cli"))
+    monkeypatch.delenv("FARM_INVENTORY", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./devices.yaml: the fleet is the built-in `local`
+    code = main(["bench", "--runs", "10", "--min-time", "0.1", "--max-time", "2",
+                 "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
+                 "--pause", "0", "--store", str(tmp_path / "c.sqlite")])
     out = capsys.readouterr().out
     assert code == 0
     events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -215,14 +212,16 @@ def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None
     import subprocess
     import sys
     wd = tmp_path / "wd-sigint"
-    env = {**os.environ, "FARM_HOME": str(tmp_path / "home"), "FARM_LOCAL_WORKDIR": str(wd)}
+    env = {**os.environ, "FARM_HOME": str(tmp_path / "home"), "FARM_LOCAL_WORKDIR": str(wd),
+           "PYTHONPATH": str(REPO)}
+    env.pop("FARM_INVENTORY", None)
     store_path = tmp_path / "s.sqlite"
     proc = subprocess.Popen(
         [sys.executable, "-m", "farm.cli.main", "bench", "--runs", "10", "--min-time", "30",
          "--max-time", "40", "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
          "--store", str(store_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True, cwd=REPO)
+        start_new_session=True, cwd=tmp_path)  # no ./devices.yaml there
     assert proc.stdout is not None
     for line in proc.stdout:  # jsonl events: stdout is not a terminal
         if '"event": "samples"' in line:
@@ -236,3 +235,63 @@ def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None
     with ResultStore(store_path) as store:
         assert [r.status for r in store.runs()] == ["interrupted"]
         assert store.integrity_check().ok
+
+
+# A route that computes wrong numbers (the fault injected: the real ORT runner whose
+# outputs are shifted by 0.5 before they are written) must be `invalid`, whatever its speed.
+WRONG_ROUTE = '''
+import importlib.util, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("ort_runner", os.path.join(here, "ort_runner.py"))
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+real = runner._ftns
+class Shifted(object):
+    def __init__(self, module):
+        self.module = module
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+    def write(self, path, tensors):
+        self.module.write(path, dict((k, v + 0.5) for k, v in tensors.items()))
+runner._ftns = lambda: Shifted(real())
+sys.exit(runner.main())
+'''
+
+
+def test_wrong_outputs_make_the_route_invalid(tmp_path: Path) -> None:
+    dev = device(tmp_path)
+    runners = Path(dev.workdir) / "runners"
+    runners.mkdir(parents=True)
+    (runners / "custom_runner.py").write_text(WRONG_ROUTE)
+    config = BenchConfig(routes=("ort", "custom"), policy=FAST, pause_s=0.0, profile_runs=1,
+                         variant="int8-dynamic")
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        result = run_bench([dev], config, store, "test")
+        recs = {r["route"]: r for r in store.records(result.run_id)}
+    ort, wrong = recs["ort"], recs["custom"]
+    assert ort["status"] == "ok", ort["status_detail"]
+    assert ort["accuracy"]["rule"] == "quantized-vs-fp32" and ort["accuracy"]["ok"]
+    assert wrong["status"] == "invalid" and wrong["n"] >= 20  # timings kept, not trusted
+    assert "outputs differ from onnxruntime fp32 on the host" in wrong["status_detail"]
+    assert "max abs diff" in wrong["status_detail"]
+    cross = wrong["accuracy"]["cross_routes"] or ort["accuracy"]["cross_routes"]
+    assert len(cross) == 1 and not cross[0]["ok"] and cross[0]["max_abs_diff"] >= 0.5 - 1e-6
+    assert result.exit_code == 0  # measured fine; the record says it is wrong
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_bench_ort_and_tvm_on_local_agree(tmp_path: Path) -> None:
+    dev = device(tmp_path)
+    config = BenchConfig(routes=("ort", "tvm"), policy=FAST, pause_s=0.0, profile_runs=1)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        result = run_bench([dev], config, store, "test")
+        by_route = {r["route"]: r for r in store.records(result.run_id)}
+    assert result.exit_code == 0, result.failures()
+    tvm = by_route["tvm"]
+    assert tvm["status"] == "ok", tvm["status_detail"]
+    assert tvm["n"] >= 20 and tvm["accuracy"]["ok"]
+    assert tvm["build_flags"]["tvm_key"] and tvm["build_flags"]["schedule_counts"]
+    # whichever ran second was compared with the first, element-wise
+    cross = by_route["ort"]["accuracy"]["cross_routes"] + tvm["accuracy"]["cross_routes"]
+    assert len(cross) == 1 and cross[0]["ok"] and cross[0]["max_abs_diff"] < 1e-3

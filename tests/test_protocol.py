@@ -53,6 +53,8 @@ def test_round_trip_and_fields() -> None:
      r"samples must be numbers"),
     ('{"proto":1,"kind":"event","id":"a","ev":{"ev":"first","ms":true}}', r"'ms' must be"),
     ('{"proto":3,"kind":"reply","id":"a","ok":true,"data":{}}', r"proto 3, expected 1"),
+    ('{"proto":true,"kind":"reply","id":"a","ok":true,"data":{}}', r"proto True, expected 1"),
+    ('{"proto":1.0,"kind":"reply","id":"a","ok":true,"data":{}}', r"proto 1.0, expected 1"),
 ])
 def test_bad_lines_name_line_and_excerpt(line: str, pattern: str) -> None:
     with pytest.raises(ProtocolError, match=pattern):
@@ -190,3 +192,31 @@ def test_garbage_before_hello(tmp_path: Path) -> None:
     """)
     with pytest.raises(ProtocolError, match=r"line 1: not JSON .*Welcome"):
         _session(path, tmp_path).start()
+
+
+def test_agent_survives_a_burst_of_random_lines(tmp_path: Path) -> None:
+    import random
+    rng = random.Random(7)
+    junk: list[bytes] = []
+    for _ in range(300):
+        kind = rng.randrange(4)
+        if kind == 0:  # raw bytes, invalid UTF-8 included
+            raw = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 60)))
+            junk.append(raw.replace(b"\n", b" "))
+        elif kind == 1:
+            junk.append(json.dumps([rng.random(), None]).encode())
+        elif kind == 2:
+            junk.append(json.dumps({"proto": rng.choice([0, 2, "1", None, True]), "id": "x",
+                                    "op": "state"}).encode())
+        else:
+            junk.append(json.dumps({"proto": 1, "id": rng.choice([None, 5, []]),
+                                    "op": "ping"}).encode())
+    lines = [*junk, json.dumps({"proto": 1, "id": "last", "op": "ping"}).encode()]
+    proc = subprocess.run([sys.executable, "-u", str(AGENT), "--workdir", str(tmp_path / "w"),
+                           "--probe-timeout", "20"], input=b"\n".join(lines) + b"\n",
+                          capture_output=True, timeout=60)
+    out = [wire.decode(line, i + 1) for i, line in enumerate(proc.stdout.splitlines())]
+    kinds = [m["kind"] for m in out]
+    assert kinds[0] == "hello" and kinds[-1] == "reply" and out[-1]["id"] == "last"
+    assert kinds.count("error") == len(junk)  # one refusal per bad line, nothing else
+    assert proc.returncode == 0

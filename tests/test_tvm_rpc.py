@@ -19,8 +19,14 @@ from farm.build.models.encoder import build_encoder
 from farm.build.models.inputs import make_inputs
 from farm.errors import UsageError
 from farm.inventory.builtin import local_device
-from farm.rpc import (start_rpc_server, start_tracker, stop_tracker, tracker_session,
-                      tracker_state, tracker_status)
+from farm.rpc import (
+    start_rpc_server,
+    start_tracker,
+    stop_tracker,
+    tracker_session,
+    tracker_state,
+    tracker_status,
+)
 from farm.rpc.procs import free_port, group_alive
 
 pytestmark = [pytest.mark.tvm, pytest.mark.slow]
@@ -110,3 +116,30 @@ def test_two_sessions_on_one_key_queue_instead_of_colliding(tracker, tiny_lib) -
     assert set(spans) == {"first", "second"}
     assert spans["second"][0] >= spans["first"][1] - 0.05  # waited for the first to finish
     assert pending_seen == [1]
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) == pgid:
+                    members.append(int(entry.name))
+            except ProcessLookupError:
+                continue
+    return members
+
+
+def test_stop_kills_the_whole_group_including_popen_workers(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    state = start_tracker(port=free_port())
+    # TVM's tracker forks a popen_worker child: the group has more than the parent
+    deadline = time.monotonic() + 10
+    while len(_group_members(state.pgid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_group_members(state.pgid)) >= 2
+    assert stop_tracker() is True
+    assert _group_members(state.pgid) == []
+    assert tracker_state() is None and stop_tracker() is False

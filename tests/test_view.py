@@ -55,13 +55,14 @@ def test_render_is_pure() -> None:
     assert capture(state) == capture(state)
 
 
-def test_route_done_clears_the_running_columns() -> None:
+def test_route_done_clears_the_running_columns_and_flags_drift() -> None:
     state = BenchState()
     for event in [*EVENTS[:4], {"device": "pixel", "event": "route_done", "route": "ort",
-                                "status": "ok", "median_ms": 12.3}]:
+                                "status": "ok", "median_ms": 12.3,
+                                "drift": ["freq: cpu0 2400000 -> 1800000 kHz (-25.0%)"]}]:
         apply(state, event)
     pixel = next(line for line in capture(state).splitlines() if "pixel" in line)
-    assert "ort:ok 12.3ms" in pixel and "measuring" not in pixel
+    assert "ort:ok 12.3ms drift×1" in pixel and "measuring" not in pixel
 
 
 def test_ui_loop_prints_jsonl_without_a_terminal() -> None:

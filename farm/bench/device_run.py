@@ -30,10 +30,11 @@ from farm.bench.config import BenchConfig
 from farm.bench.lease import DeviceLease
 from farm.bench.prepare import Prepared, agent_artifact, device_bundle
 from farm.bench.records import RouteOutcome, make_record
+from farm.bench.routes import RoutePlan, plan_route
 from farm.bench.stats import compare_outputs, drift_flags, interleaved_order
 from farm.build.models import ftns_module
 from farm.deploy import deploy_device
-from farm.errors import DeployError, FarmError
+from farm.errors import BuildError, DeployError, FarmError
 from farm.inventory.device import Device
 from farm.protocol.session import AgentSession, RouteFailed
 from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE
@@ -41,11 +42,6 @@ from farm.results.store import ResultStore
 from farm.transports import Transport, open_transport
 
 Emit = Callable[[dict[str, Any]], None]
-ROUTE_OPTIONS: dict[str, dict[str, Any]] = {
-    "ort": {"provider": "CPUExecutionProvider", "opt_level": "all"},
-    "tvm": {},
-    "custom": {},
-}
 
 
 # record statuses that mean "this route was measured (or cannot run) on this device"
@@ -89,6 +85,7 @@ class DeviceRun:
         # resume: what an earlier attempt of this run already kept for this device
         self.prior = prior or []
         self.kept = {r["route"] for r in self.prior if r["status"] in KEPT}
+        self.plans: dict[str, RoutePlan] = {}
 
     def emit(self, event: str, **fields: Any) -> None:
         self._emit({"t": time.time(), "device": self.device.name, "event": event, **fields})
@@ -132,7 +129,22 @@ class DeviceRun:
             raise Interrupted
 
     def _run_leased(self, done: set[str], current: list[str | None]) -> None:
+        self.emit("phase", phase="build")
+        for route in self.config.routes:
+            if route in done:
+                continue
+            try:
+                self.plans[route] = plan_route(route, self.device, self.prepared)
+            except BuildError as exc:
+                self._store(route, UNAVAILABLE, f"cannot build the {route} route for "
+                            f"{self.device.arch}: {exc}")
+                done.add(route)
+            self._check_stop()
         bundle = device_bundle(self.device, self.prepared)
+        have = {a.remote for a in bundle}
+        for plan in self.plans.values():
+            bundle += [a for a in plan.artifacts if a.remote not in have]
+            have.update(a.remote for a in plan.artifacts)
         self.emit("phase", phase="deploy")
         result = deploy_device(self.device, bundle)
         if not result.ok:
@@ -188,13 +200,20 @@ class DeviceRun:
 
     # -- one route -----------------------------------------------------------------------
     def request(self, route: str) -> dict[str, Any]:
-        wd, p = self.device.workdir, self.prepared
-        return {"route": route, "model": f"{wd}/{p.model_artifact.remote}",
+        wd, p, plan = self.device.workdir, self.prepared, self.plans[route]
+        return {"route": route, "model": f"{wd}/{plan.model_remote}",
                 "inputs": f"{wd}/{p.inputs_artifact.remote}",
                 "outputs": f"{wd}/out/{self.run_id}/{route}.ftns",
-                "threads": self.config.threads, "options": dict(ROUTE_OPTIONS[route]),
+                "threads": self.config.threads, "options": dict(plan.options),
                 "policy": self.config.policy.as_request(),
                 "profile_runs": self.config.profile_runs}
+
+    def verify(self, route: str) -> dict[str, str]:
+        """The files the agent checks before the run: inputs, model and route artifacts."""
+        plan, p = self.plans[route], self.prepared
+        files = [p.inputs_artifact, p.model_artifact, *plan.artifacts]
+        return {a.remote: a.sha256 for a in files
+                if a.kind != "runner" and (a.kind != "model" or a.remote == plan.model_remote)}
 
     def _run_route(self, route: str, runner: str, out: RouteOutcome, index: int,
                    total: int) -> None:
@@ -205,9 +224,7 @@ class DeviceRun:
                   **state_summary(before))
         started = None
         base = len(out.samples_ms)
-        p = self.prepared
-        verify = {a.remote: a.sha256 for a in (p.model_artifact, p.inputs_artifact)}
-        for ev in self.session.run_route(runner, self.request(route), verify=verify,
+        for ev in self.session.run_route(runner, self.request(route), verify=self.verify(route),
                                          timeout_s=self.config.timeout_s()):
             out.absorb(ev)
             if ev["ev"] == "warmup":
@@ -235,11 +252,17 @@ class DeviceRun:
             return None, "the route reported no outputs, so its results cannot be trusted"
         assert self.transport is not None
         local = self._tmp / f"{route}.ftns"
-        self.transport.get(out.outputs_file, local)
-        outputs = dict(ftns_module().read(str(local)))
+        try:
+            self.transport.get(out.outputs_file, local)
+            outputs = dict(ftns_module().read(str(local)))
+        except (FarmError, ValueError, OSError) as exc:
+            # a lost link shows up again at the next request and fails the device there
+            return None, f"outputs {out.outputs_file} could not be checked: {exc}"
         p = self.prepared
+        # a quantized model is held to a whole-tensor bound against fp32 (its quantization
+        # error is not a route bug); routes running the same model are compared element-wise
         ref = compare_outputs(outputs, p.reference, self.config.variant,
-                              reference=p.reference_label)
+                              reference=p.reference_label, against_fp32=True)
         accuracy: dict[str, Any] = {**ref.as_json(), "cross_routes": []}
         problems = [] if ref.ok else [f"outputs differ from {p.reference_label}: {ref.detail}"
                                       f" (max abs diff {ref.max_abs_diff})"]
@@ -262,6 +285,7 @@ class DeviceRun:
             config=self.config, model_label=self.prepared.model_label,
             model_hash=self.prepared.model.sha256, status=status, detail=detail, outcome=out,
             accuracy=accuracy, drift=drift,
+            build_flags=self.plans[route].build_flags if route in self.plans else None,
             sizes={"weights": self.prepared.model_artifact.size})
         stored = self.store.add(record)
         self.written.append(stored)
@@ -271,7 +295,8 @@ class DeviceRun:
                                   f"superseded by record {stored['record_id']} (--resume): "
                                   f"{old[0]['status_detail']}")
         self.emit("route_done", route=route, status=status, detail=detail,
-                  n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"])
+                  n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"],
+                  drift=list(drift or []))
 
     # -- failure and end -----------------------------------------------------------------
     def _device_failed(self, exc: BaseException, done: set[str], current: str | None) -> None:

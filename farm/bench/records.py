@@ -59,10 +59,11 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
                 config: BenchConfig, model_label: str, model_hash: str | None,
                 status: str, detail: str | None = None, outcome: RouteOutcome | None = None,
                 accuracy: dict[str, Any] | None = None, drift: list[str] | None = None,
-                sizes: dict[str, Any] | None = None) -> dict[str, Any]:
+                sizes: dict[str, Any] | None = None,
+                build_flags: dict[str, Any] | None = None) -> dict[str, Any]:
     hello = hello or {}
     out = outcome or RouteOutcome(route)
-    build_flags = {"route": route, **{k: out.info[k] for k in
+    build_flags = {"route": route, **(build_flags or {}), **{k: out.info[k] for k in
                                       ("provider", "opt_level", "ort_version", "node_count",
                                        "node_providers", "schedules", "runtime", "plan")
                                       if k in out.info}}

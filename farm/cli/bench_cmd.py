@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
-from farm.errors import EXIT_INTERRUPTED
+from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
 
 if TYPE_CHECKING:
@@ -91,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         config = config_from(args)
         devices = inventory.select(args.devices, args.all)
+    names = [d.name for d in devices]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"device {', '.join(twice)} listed twice; each device runs once")
     out = Console(highlight=False) if sys.stdout.isatty() else Console(width=160)
     err = Console(stderr=True, highlight=False)
     # the live picture goes where a human looks; machine output keeps stdout clean

@@ -105,9 +105,12 @@ class AgentSession:
             if message["kind"] == "log":
                 continue
             if message["kind"] == "error":
+                busy = "device busy" in message["message"]
                 raise AgentError(f"device {self.device!r}: agent refused to start: "
                                  f"{message['message']}",
-                                 hint="wait for the other bench or use --lock-wait")
+                                 hint="another host's bench holds the device; wait for it"
+                                 if busy else f"check the work dir {self.workdir} on the "
+                                 "device (free space, permissions)")
             if message["kind"] != "hello":
                 raise ProtocolError(f"device {self.device!r}: agent line {self._lineno}: "
                                     f"expected hello, got {message['kind']!r}")

@@ -77,7 +77,7 @@ RUNNER_EVENTS: dict[str, dict[str, tuple[type, ...]]] = {
     "samples": {"ms": (list,)},
     "ops": {"categories": (dict,)},
     "outputs": {"file": (str,)},
-    "memory": {"vmhwm_kb": (int, type(None))},
+    "memory": {},
     "info": {},
     "done": {},
     "error": {"message": (str,)},
@@ -129,9 +129,11 @@ def decode(line: str | bytes, lineno: int, where: str = "agent") -> dict[str, An
         raise ProtocolError(f"{where} line {lineno}: a JSON {type(message).__name__}, "
                             f"not an object: {excerpt(line)}")
     kind = message.get("kind")
-    if kind == "hello" and message.get("proto") != PROTO:
-        raise version_mismatch(message.get("proto"), f"{where} hello")
-    if message.get("proto") != PROTO:
+    proto = message.get("proto")
+    speaks = type(proto) is int and proto == PROTO  # true and 1.0 are not protocol 1
+    if kind == "hello" and not speaks:
+        raise version_mismatch(proto, f"{where} hello")
+    if not speaks:
         raise ProtocolError(f"{where} line {lineno}: proto {message.get('proto')!r}, "
                             f"expected {PROTO}: {excerpt(line)}")
     if kind not in AGENT_KINDS:
@@ -146,9 +148,13 @@ def decode(line: str | bytes, lineno: int, where: str = "agent") -> dict[str, An
 
 
 def check_runner_event(ev: dict[str, Any], where: str) -> None:
+    """Known runner events must have the fields the host relies on; an unknown event name
+    (a newer runner) is passed through for the caller to ignore."""
     name = ev.get("ev")
+    if not isinstance(name, str):
+        raise ProtocolError(f"{where}: runner event without a name: {excerpt(str(ev))}")
     if name not in RUNNER_EVENTS:
-        raise ProtocolError(f"{where}: unknown runner event {name!r}")
+        return
     _check_fields(ev, RUNNER_EVENTS[name], f"{where} (runner {name})", json.dumps(ev)[:200])
     if name == "samples" and not all(
             isinstance(x, _NUM) and not isinstance(x, bool) for x in ev["ms"]):

@@ -1,0 +1,1 @@
+"""Views: pure `render(state)` functions over bench events (`live`), drawn with rich."""

@@ -39,7 +39,7 @@ class DeviceView:
     p90_ms: float | None = None
     freq_mhz: float | None = None
     temp_c: float | None = None
-    finished: list[tuple[str, str, float | None]] = field(default_factory=list)
+    finished: list[tuple[str, str, float | None, int]] = field(default_factory=list)
     status: str | None = None
     detail: str = ""
 
@@ -90,7 +90,8 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
     elif kind == "state":
         dev.freq_mhz, dev.temp_c = event.get("freq_mhz"), event.get("temp_c")
     elif kind == "route_done":
-        dev.finished.append((event["route"], event["status"], event.get("median_ms")))
+        dev.finished.append((event["route"], event["status"], event.get("median_ms"),
+                             len(event.get("drift") or [])))
         dev.route, dev.stage, dev.progress = None, "", 0.0
     elif kind == "device_done":
         dev.phase, dev.status, dev.detail = "done", event["status"], event.get("detail") or ""
@@ -122,11 +123,13 @@ def render(state: BenchState) -> Table:
             route = f"{dev.route} ({dev.index + 1}/{dev.total})"
             route += f" {dev.stage}" if dev.stage else ""
         finished = Text()
-        for route_name, status, median in dev.finished:
+        for route_name, status, median, drift in dev.finished:
             finished.append(f"{route_name}:", style="bold")
             finished.append(status, style=STATUS_STYLE.get(status, ""))
             if median is not None:
                 finished.append(f" {median:.3g}ms")
+            if drift:  # frequency/temperature moved during the route: see the record
+                finished.append(f" drift×{drift}", style="yellow")
             finished.append("  ")
         if dev.detail and dev.status not in (None, "ok"):
             finished.append(dev.detail[:120], style="red")

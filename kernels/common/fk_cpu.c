@@ -34,6 +34,7 @@ static uint64_t detect(void) {
             if (b & (1u << 17)) f |= FK_FEAT_AVX512DQ;
             if (b & (1u << 30)) f |= FK_FEAT_AVX512BW;
             if (b & (1u << 31)) f |= FK_FEAT_AVX512VL;
+            if (c & (1u << 11)) f |= FK_FEAT_AVX512VNNI;
         }
     }
     return f;
@@ -74,6 +75,7 @@ const char *fk_feature_name(int bit) {
     case 4: return "avx512vl";
     case 5: return "avx512dq";
     case 6: return "f16c";
+    case 7: return "avx512vnni";
     case 16: return "neon";
     case 17: return "dotprod";
     case 18: return "i8mm";

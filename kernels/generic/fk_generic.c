@@ -95,7 +95,7 @@ void fk_softmax_f32_generic(int n, float *x, float scale, const float *mask) {
 
 void fk_quantize_row_i8_generic(int n, const float *x, int8_t *q, float *scale) {
     float amax = 0.0f;
-    for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
     float id = amax > 0.0f ? 127.0f / amax : 0.0f;
     *scale = amax / 127.0f;
     for (int i = 0; i < n; i++) q[i] = (int8_t)nearbyintf(x[i] * id);
@@ -105,7 +105,7 @@ void fk_quantize_row_q8_0_generic(int n, const float *x, fk_block_q8_0 *y) {
     for (int b = 0; b < n / FK_QK; b++) {
         const float *xb = x + b * FK_QK;
         float amax = 0.0f;
-        for (int j = 0; j < FK_QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        for (int j = 0; j < FK_QK; j++) amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
         float id = amax > 0.0f ? 127.0f / amax : 0.0f;
         y[b].d = amax / 127.0f;
         for (int j = 0; j < FK_QK; j++) y[b].qs[j] = (int8_t)nearbyintf(xb[j] * id);
@@ -142,9 +142,10 @@ void fk_gemm_i8_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
     for (int m = m0; m < m1; m++) {
         float *c = g->c + (size_t)m * g->ldc;
         for (int n = n0; n < n1; n++) {
+            const int8_t *panel = w + (size_t)(n / FK_NR) * FK_K4(g->K) * FK_NR + (n % FK_NR) * 4;
             int32_t s = 0;
             for (int k = 0; k < g->K; k++)
-                s += (int32_t)aq[(size_t)m * g->lda + k] * w[(size_t)n * g->K + k];
+                s += (int32_t)aq[(size_t)m * g->lda + k] * panel[(k / 4) * FK_NR * 4 + k % 4];
             c[n] = (float)s * g->a_scale[m] * g->w_scale[n];
         }
         epilogue(g, c, n0, n1);
@@ -154,20 +155,23 @@ void fk_gemm_i8_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
 void fk_gemm_q4_0_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
     const int nb = g->K / FK_QK;
     const fk_block_q8_0 *aq = (const fk_block_q8_0 *)g->aq;
-    const fk_block_q4_0 *w = (const fk_block_q4_0 *)g->w;
+    const fk_panel_q4_0 *w = (const fk_panel_q4_0 *)g->w;
     for (int m = m0; m < m1; m++) {
         float *c = g->c + (size_t)m * g->ldc;
         for (int n = n0; n < n1; n++) {
+            const int j = n % FK_NR;
             float s = 0.0f;
             for (int b = 0; b < nb; b++) {
-                const fk_block_q4_0 *wb = &w[(size_t)n * nb + b];
+                const fk_panel_q4_0 *wb = &w[(size_t)(n / FK_NR) * nb + b];
                 const fk_block_q8_0 *ab = &aq[(size_t)m * nb + b];
                 int32_t si = 0;
-                for (int j = 0; j < FK_QK / 2; j++) {
-                    si += ((wb->qs[j] & 0x0F) - 8) * ab->qs[j];
-                    si += ((wb->qs[j] >> 4) - 8) * ab->qs[j + FK_QK / 2];
-                }
-                s += (float)si * wb->d * ab->d;
+                for (int h = 0; h < 4; h++)
+                    for (int t = 0; t < 4; t++) {
+                        uint8_t q = wb->qs[h * 64 + j * 4 + t];
+                        si += ((q & 0x0F) - 8) * ab->qs[4 * h + t];
+                        si += ((q >> 4) - 8) * ab->qs[16 + 4 * h + t];
+                    }
+                s += (float)si * wb->d[j] * ab->d;
             }
             c[n] = s;
         }
@@ -185,6 +189,53 @@ void fk_attention_f32_generic(const fk_attn_args *a, int i0, int i1, float *scra
         memset(o, 0, sizeof(float) * a->D);
         for (int j = 0; j < a->Sk; j++) fk_axpy_f32_generic(a->D, scratch[j], a->v + (size_t)j * a->ldv, o);
     }
+}
+
+float fk_fma_loop_generic(long iters, int *lanes) {
+    float a[12], m = 0.999f, c = 1e-3f;
+    for (int i = 0; i < 12; i++) a[i] = (float)i;
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++) a[i] = fmaf(a[i], m, c);
+    float s = 0;
+    for (int i = 0; i < 12; i++) s += a[i];
+    *lanes = 1;
+    return s;
+}
+
+size_t fk_packed_b_i8_size(int K, int N) { return (size_t)((N + FK_NR - 1) / FK_NR) * FK_NR * FK_K4(K); }
+
+void fk_pack_b_i8(int K, int N, const int8_t *wt, int8_t *packed) {
+    const int K4 = FK_K4(K), np = (N + FK_NR - 1) / FK_NR;
+    for (int p = 0; p < np; p++)
+        for (int k = 0; k < K4; k++)
+            for (int j = 0; j < FK_NR; j++) {
+                int n = p * FK_NR + j;
+                packed[(((size_t)p * (K4 / 4) + k / 4) * FK_NR + j) * 4 + k % 4] =
+                    (n < N && k < K) ? wt[(size_t)n * K + k] : 0;
+            }
+}
+
+size_t fk_packed_b_q4_0_size(int K, int N) {
+    return (size_t)((N + FK_NR - 1) / FK_NR) * (K / FK_QK) * sizeof(fk_panel_q4_0);
+}
+
+void fk_pack_b_q4_0(int K, int N, const fk_block_q4_0 *w, fk_panel_q4_0 *packed) {
+    const int nb = K / FK_QK, np = (N + FK_NR - 1) / FK_NR;
+    for (int p = 0; p < np; p++)
+        for (int b = 0; b < nb; b++) {
+            fk_panel_q4_0 *dst = &packed[(size_t)p * nb + b];
+            for (int j = 0; j < FK_NR; j++) {
+                const int n = p * FK_NR + j;
+                const fk_block_q4_0 *src = n < N ? &w[(size_t)n * nb + b] : NULL;
+                dst->d[j] = src ? src->d : 0.0f;
+                for (int h = 0; h < 4; h++)
+                    for (int t = 0; t < 4; t++) {
+                        int k = 4 * h + t; /* low nibble: k, high nibble: k + 16 */
+                        uint8_t lo = src ? (src->qs[k] & 0x0F) : 8, hi = src ? (src->qs[k] >> 4) : 8;
+                        dst->qs[h * 64 + j * 4 + t] = (uint8_t)(lo | (hi << 4));
+                    }
+            }
+        }
 }
 
 size_t fk_packed_b_f32_size(int K, int N) { return (size_t)((N + FK_NR - 1) / FK_NR) * K * FK_NR; }
@@ -205,4 +256,5 @@ const fk_kernels fk_kernels_generic = {
     fk_gelu_f32_generic, fk_gelu_tab_f32_generic, fk_layernorm_f32_generic,
     fk_softmax_f32_generic, fk_quantize_row_i8_generic, fk_quantize_row_q8_0_generic,
     fk_gemm_f32_generic, fk_gemm_i8_generic, fk_gemm_q4_0_generic, fk_attention_f32_generic,
+    fk_fma_loop_generic,
 };

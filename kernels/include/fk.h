@@ -28,6 +28,15 @@ typedef struct {
     uint8_t qs[FK_QK / 2];
 } fk_block_q4_0;
 
+/* Q4_0 weights as the GEMM reads them: one panel of FK_NR=16 columns x one block of 32 k's.
+ * d[j] is column j's scale; in 64-byte chunk h (0..3) of qs, byte j*4+t holds column j's
+ * weight at k = 4h+t in its low nibble and at k = 16+4h+t in its high nibble, so a chunk
+ * unpacks to two 4-k groups in the vpdpbusd/sdot layout (the same as fk_pack_b_i8). */
+typedef struct {
+    float d[16];
+    uint8_t qs[16 * FK_QK / 2];
+} fk_panel_q4_0;
+
 /* Activations quantised for the Q4_0 GEMM: 32 int8 values with one scale. */
 typedef struct {
     float d;
@@ -47,9 +56,13 @@ enum fk_epilogue {
 
 /* One GEMM: C[M][N] (row stride ldc) = epilogue(A[M][K] . W[K][N] + bias).
  * gemm_f32:  A = a (row stride lda), W = w packed in FK_NR panels.
- * gemm_i8:   A = aq int8 [M][K] (row stride lda) with per-row scales a_scale,
- *            W = w int8 stored transposed [N][K] with per-column scales w_scale.
- * gemm_q4_0: A = aq fk_block_q8_0 [M][K/32], W = w fk_block_q4_0 [N][K/32] (K % 32 == 0). */
+ * gemm_i8:   A = aq int8 [M][K] in [-127, 127] (row stride lda >= FK_K4(K), zero past K) with
+ *            per-row scales a_scale; W = w int8 in [-127, 127] packed by fk_pack_b_i8 in
+ *            panels of FK_NR columns: panel p, group g of 4 k's, column j, k%4 at
+ *            ((p*K4 + g)*FK_NR + j)*4 + k%4 (the layout of VNNI vpdpbusd and ARM sdot),
+ *            zero-padded; per-column scales w_scale.
+ * gemm_q4_0: A = aq fk_block_q8_0 [M][K/32], W = w fk_panel_q4_0 [ceil(N/16)][K/32]
+ *            (K % 32 == 0), from fk_pack_b_q4_0; padding columns have d = 0. */
 typedef struct {
     int M, N, K;
     const float *a;
@@ -66,7 +79,8 @@ typedef struct {
 
 /* One attention head over Sq query rows and Sk keys:
  * o[i] = sum_j softmax_j(scale * q[i].k[j] + mask[j]) v[j]; mask may be NULL.
- * scratch: at least Sk floats owned by the calling thread. */
+ * scratch: at least Sk floats owned by the calling thread (the SIMD versions use their own
+ * per-thread buffer and accept NULL). */
 typedef struct {
     int Sq, Sk, D;
     const float *q;
@@ -99,6 +113,9 @@ typedef struct fk_kernels {
     void (*gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
     void (*gemm_q4_0)(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
     void (*attention_f32)(const fk_attn_args *a, int i0, int i1, float *scratch);
+    /* Throughput probe, not a model kernel: `iters` rounds of 12 independent vector FMAs
+     * (2 * 12 * lanes flops a round); returns one lane of the result. */
+    float (*fma_loop)(long iters, int *lanes);
 } fk_kernels;
 
 /* CPU features, arch-neutral bit numbers (the plan file stores the same bits). */
@@ -109,11 +126,12 @@ typedef struct fk_kernels {
 #define FK_FEAT_AVX512VL  (1ull << 4)
 #define FK_FEAT_AVX512DQ  (1ull << 5)
 #define FK_FEAT_F16C      (1ull << 6)
+#define FK_FEAT_AVX512VNNI (1ull << 7)
 #define FK_FEAT_NEON      (1ull << 16)
 #define FK_FEAT_DOTPROD   (1ull << 17)
 #define FK_FEAT_I8MM      (1ull << 18)
 #define FK_FEAT_SVE       (1ull << 19)
-#define FK_FEAT_KNOWN_MASK 0x00000000000F007Full
+#define FK_FEAT_KNOWN_MASK 0x00000000000F00FFull
 
 uint64_t fk_cpu_features(void);
 const char *fk_feature_name(int bit);
@@ -147,8 +165,14 @@ void fk_gemm_f32_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
 void fk_gemm_i8_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
 void fk_gemm_q4_0_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
 void fk_attention_f32_generic(const fk_attn_args *a, int i0, int i1, float *scratch);
+float fk_fma_loop_generic(long iters, int *lanes);
 
 /* Helpers used by tests and the runtime (generic only). */
+#define FK_K4(K) (((K) + 3) / 4 * 4)
+void fk_pack_b_i8(int K, int N, const int8_t *wt, int8_t *packed); /* wt [N][K] rows */
+size_t fk_packed_b_i8_size(int K, int N); /* bytes */
+void fk_pack_b_q4_0(int K, int N, const fk_block_q4_0 *w, fk_panel_q4_0 *packed); /* w [N][K/32] */
+size_t fk_packed_b_q4_0_size(int K, int N); /* bytes */
 void fk_pack_b_f32(int K, int N, const float *w, int ldw, float *packed);
 size_t fk_packed_b_f32_size(int K, int N); /* floats */
 

@@ -14,16 +14,4 @@
 #define fk_gelu_tab_f32_neon fk_gelu_tab_f32_generic
 #define fk_gelu_tab_f32_dotprod fk_gelu_tab_f32_generic
 
-/* Row quantisation for the int8 GEMM is a short memory-bound pass; x86 keeps the reference. */
-#define fk_quantize_row_i8_avx2 fk_quantize_row_i8_generic
-#define fk_quantize_row_i8_avx512 fk_quantize_row_i8_generic
-#define fk_quantize_row_q8_0_avx2 fk_quantize_row_q8_0_generic
-#define fk_quantize_row_q8_0_avx512 fk_quantize_row_q8_0_generic
-
-/* The same on ARM, where the quantisation is likewise a minor pass next to the GEMM. */
-#define fk_quantize_row_i8_neon fk_quantize_row_i8_generic
-#define fk_quantize_row_i8_dotprod fk_quantize_row_i8_generic
-#define fk_quantize_row_q8_0_neon fk_quantize_row_q8_0_generic
-#define fk_quantize_row_q8_0_dotprod fk_quantize_row_q8_0_generic
-
 #endif

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #define ROWS_PER_TASK 8
-#define ATT_ROWS 64
 
 double fk_now_ms(void) {
     struct timespec ts;
@@ -78,8 +77,11 @@ static void run_task(void *vctx, int task, int thread) {
         break;
     case S_QUANT:
         for (int t = r0; t < r1; t++) {
-            if (c->wtype == FK_W_I8)
-                k->quantize_row_i8(c->cols, c->x + (size_t)t * c->cols, (int8_t *)e->qa + (size_t)t * c->cols, &e->qscale[t]);
+            if (c->wtype == FK_W_I8) { /* rows padded to a multiple of 4 with zeros (fk.h) */
+                int8_t *q = (int8_t *)e->qa + (size_t)t * FK_K4(c->cols);
+                k->quantize_row_i8(c->cols, c->x + (size_t)t * c->cols, q, &e->qscale[t]);
+                memset(q + c->cols, 0, (size_t)(FK_K4(c->cols) - c->cols));
+            }
             else
                 k->quantize_row_q8_0(c->cols, c->x + (size_t)t * c->cols, (fk_block_q8_0 *)e->qa + (size_t)t * (c->cols / FK_QK));
         }
@@ -98,9 +100,9 @@ static void run_task(void *vctx, int task, int thread) {
         break;
     }
     case S_ATT: case S_QK: case S_PV: {
-        int chunks = (S + ATT_ROWS - 1) / ATT_ROWS;
-        int b = task / (H * chunks), h = (task / chunks) % H, i0 = (task % chunks) * ATT_ROWS;
-        int i1 = i0 + ATT_ROWS < S ? i0 + ATT_ROWS : S;
+        int rows = c->row_chunks, chunks = (S + rows - 1) / rows;
+        int b = task / (H * chunks), h = (task / chunks) % H, i0 = (task % chunks) * rows;
+        int i1 = i0 + rows < S ? i0 + rows : S;
         const float *q = e->buf[op->in[0]], *kk = e->buf[op->in[1]], *v = e->buf[op->in[2]];
         int ldq = cols_(e, op->in[0]), ldk = cols_(e, op->in[1]), ldv = cols_(e, op->in[2]), ldo = H * D;
         q += (size_t)b * S * ldq + op->p[2] + h * D;
@@ -169,7 +171,7 @@ static void run_fc(fk_exec *e, task_ctx *c) {
     if (c->wtype != FK_W_F32) {
         c->x = B_(e, op->in[0]), c->cols = K;
         rows_pass(e, c, S_QUANT);
-        g->aq = e->qa, g->a_scale = e->qscale;
+        g->aq = e->qa, g->a_scale = e->qscale, g->lda = FK_K4(K);
         if (!e->fused) mark(e, op, "/quantize", "fc");
     } else {
         g->a = B_(e, op->in[0]);
@@ -214,7 +216,12 @@ static void run_attention(fk_exec *e, task_ctx *c) {
         for (int t = 0; t < e->T; t++) e->mask[t] = m[t] ? op->f[2] : op->f[1];
     }
     c->y = B_(e, op->out);
-    int tasks = e->B * H * ((S + ATT_ROWS - 1) / ATT_ROWS);
+    /* Query rows per task: whole heads when there are enough (each task packs its head's K
+     * and V once), else split rows so every thread gets about four tasks. */
+    int per_head = (4 * fk_pool_size(e->pool) + e->B * H - 1) / (e->B * H);
+    int rows = (S + per_head - 1) / per_head;
+    c->row_chunks = rows < 16 ? (S < 16 ? S : 16) : rows;
+    int tasks = e->B * H * ((S + c->row_chunks - 1) / c->row_chunks);
     if (e->fused) {
         c->step = S_ATT;
         fk_pool_run(e->pool, tasks, run_task, c);
@@ -298,7 +305,7 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
             }
         if (op->kind == FK_OP_FC) {
             size_t K = (size_t)op->p[2], N = (size_t)op->p[1];
-            size_t q = op->p[0] == FK_W_I8 ? K : op->p[0] == FK_W_Q4_0 ? K / FK_QK * sizeof(fk_block_q8_0) : 0;
+            size_t q = op->p[0] == FK_W_I8 ? (size_t)FK_K4(K) : op->p[0] == FK_W_Q4_0 ? K / FK_QK * sizeof(fk_block_q8_0) : 0;
             if (q > qa) qa = q;
             if (N > tmp) tmp = N;
         }

@@ -108,9 +108,10 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
         int ok;
         if (op->p[0] == FK_W_F32) ok = want_tensor(p, op->t[0], FK_DT_F32, 4ull * fk_packed_b_f32_size(K, N));
         else if (op->p[0] == FK_W_I8)
-            ok = want_tensor(p, op->t[0], FK_DT_I8, (uint64_t)N * K) && want_tensor(p, op->t[2], FK_DT_F32, 4ull * N);
+            ok = want_tensor(p, op->t[0], FK_DT_I8, fk_packed_b_i8_size((int)K, (int)N)) &&
+                 want_tensor(p, op->t[2], FK_DT_F32, 4ull * N);
         else if (op->p[0] == FK_W_Q4_0)
-            ok = K % FK_QK == 0 && want_tensor(p, op->t[0], FK_DT_U8, (uint64_t)N * (K / FK_QK) * sizeof(fk_block_q4_0));
+            ok = K % FK_QK == 0 && want_tensor(p, op->t[0], FK_DT_U8, fk_packed_b_q4_0_size((int)K, (int)N));
         else ok = 0;
         return ok ? 0 : fail(err, el, "op %s: weights do not match type %d, N=%u, K=%u", nm, op->p[0], N, K);
     }

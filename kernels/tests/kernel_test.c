@@ -39,7 +39,8 @@ static void end(void) {
 static void check(const char *what, int n, const float *got, const float *want, float atol, float rtol) {
     double worst = 0;
     for (int i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - want[i]) / (atol + rtol * fabs(want[i]));
+        double d = fabs((double)got[i] - want[i]);
+        double e = d == 0 ? 0 : d / (atol + rtol * fabs(want[i]));
         if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
     }
     if (worst > 1.0) fprintf(stderr, "  mismatch %s/%s %s n=%d err=%.3g\n", cur_table, cur_kernel, what, n, worst);
@@ -108,6 +109,23 @@ static void test_vec(const fk_kernels *k) {
         free(x), free(r), free(g), free(b), free(y1), free(y2);
     }
     end();
+    begin("quantize_i8/q8_0");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l], nq = (n + FK_QK - 1) / FK_QK * FK_QK;
+        float *x = fvec(nq, -3, 3), s1, s2, f1[1024 + 32], f2[1024 + 32];
+        int8_t q1[1024 + 32], q2[1024 + 32];
+        k->quantize_row_i8(n, x, q1, &s1), fk_quantize_row_i8_generic(n, x, q2, &s2);
+        for (int i = 0; i < n; i++) f1[i] = q1[i], f2[i] = q2[i];
+        check("i8 values", n, f1, f2, 0, 0), check("i8 scale", 1, &s1, &s2, 0, 0);
+        fk_block_q8_0 b1[33], b2[33];
+        k->quantize_row_q8_0(nq, x, b1), fk_quantize_row_q8_0_generic(nq, x, b2);
+        for (int b = 0; b < nq / FK_QK; b++) {
+            for (int j = 0; j < FK_QK; j++) f1[j] = b1[b].qs[j], f2[j] = b2[b].qs[j];
+            check("q8_0 values", FK_QK, f1, f2, 0, 0), check("q8_0 scale", 1, &b1[b].d, &b2[b].d, 0, 0);
+        }
+        free(x);
+    }
+    end();
     begin("softmax_f32");
     for (int l = 0; l < NLENS; l++) {
         int n = LENS[l];
@@ -155,21 +173,25 @@ static void gemm_case(const fk_kernels *k, int kind, int M, int N, int K, int ep
         g.a = a, g.lda = K, g.w = wq = p;
         run_gemm(k, fk_gemm_f32_generic, k->gemm_f32, &g, atol);
     } else if (kind == 1) {
-        int8_t *q = malloc((size_t)M * K), *wt = malloc((size_t)N * K);
+        const int K4 = FK_K4(K);
+        int8_t *q = calloc((size_t)M * K4, 1), *wt = malloc((size_t)N * K), *wp = malloc(fk_packed_b_i8_size(K, N));
         as = malloc(4 * M), ws = malloc(4 * N);
-        for (int m = 0; m < M; m++) k->quantize_row_i8(K, a + (size_t)m * K, q + (size_t)m * K, &as[m]);
+        for (int m = 0; m < M; m++) k->quantize_row_i8(K, a + (size_t)m * K, q + (size_t)m * K4, &as[m]);
         for (int n = 0; n < N; n++) {
             float *col = malloc(4 * K);
             for (int kk = 0; kk < K; kk++) col[kk] = w[(size_t)kk * N + n];
             fk_quantize_row_i8_generic(K, col, wt + (size_t)n * K, &ws[n]);
             free(col);
         }
-        g.aq = aq = q, g.lda = K, g.a_scale = as, g.w = wq = wt, g.w_scale = ws;
+        fk_pack_b_i8(K, N, wt, wp);
+        free(wt);
+        g.aq = aq = q, g.lda = K4, g.a_scale = as, g.w = wq = wp, g.w_scale = ws;
         run_gemm(k, fk_gemm_i8_generic, k->gemm_i8, &g, atol);
     } else {
         int nb = K / FK_QK;
         fk_block_q8_0 *q = malloc(sizeof(fk_block_q8_0) * M * nb);
         fk_block_q4_0 *wt = malloc(sizeof(fk_block_q4_0) * N * nb);
+        fk_panel_q4_0 *wp = malloc(fk_packed_b_q4_0_size(K, N));
         for (int m = 0; m < M; m++) k->quantize_row_q8_0(K, a + (size_t)m * K, q + (size_t)m * nb);
         for (int n = 0; n < N; n++)
             for (int b = 0; b < nb; b++) {
@@ -177,7 +199,9 @@ static void gemm_case(const fk_kernels *k, int kind, int M, int N, int K, int ep
                 blk->d = frand(0.01f, 0.2f);
                 for (int j = 0; j < FK_QK / 2; j++) blk->qs[j] = (uint8_t)(int)frand(0, 255.99f);
             }
-        g.aq = aq = q, g.w = wq = wt;
+        fk_pack_b_q4_0(K, N, wt, wp);
+        free(wt);
+        g.aq = aq = q, g.w = wq = wp;
         run_gemm(k, fk_gemm_q4_0_generic, k->gemm_q4_0, &g, atol);
     }
     free(a), free(w), free(bias), free(wq), free(aq), free(as), free(ws);

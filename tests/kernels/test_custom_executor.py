@@ -42,8 +42,9 @@ def test_matches_ort(tiny, tmp_path, exe_x86, variant, threads) -> None:
     _close(res.output(), ort_outputs(model), variant)
 
 
-def test_unfused_same_result_more_steps(tiny, tmp_path, exe_x86) -> None:
-    model, plan = _plan(tiny, tmp_path, "fp32")
+@pytest.mark.parametrize("variant", ["fp32", "int8-dynamic", "int4"])
+def test_unfused_same_result_more_steps(tiny, tmp_path, exe_x86, variant) -> None:
+    model, plan = _plan(tiny, tmp_path, variant)
     fused = run_exec(exe_x86, plan, model, tmp_path, "--profile-runs", "1")
     unfused = run_exec(exe_x86, plan, model, tmp_path, "--unfused", "--profile-runs", "1")
     assert fused.rc == 0 and unfused.rc == 0, fused.stderr + unfused.stderr

@@ -9,6 +9,7 @@ but the AgentError family (a crash in the host's reader thread would hang a benc
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -103,8 +104,8 @@ def test_wrongly_typed_field_is_named(message: dict[str, Any], data: st.DataObje
     spec = wire.AGENT_KINDS[message["kind"]]
     key = data.draw(st.sampled_from(sorted(spec)))
     accepted = spec[key]
-    wrong = [v for t, v in WRONG.items()
-             if not (isinstance(v, accepted) and not (isinstance(v, bool) and bool not in accepted))]
+    wrong = [v for v in WRONG.values() if not isinstance(v, accepted)
+             or (isinstance(v, bool) and bool not in accepted)]
     message[key] = data.draw(st.sampled_from(wrong))
     with pytest.raises(ProtocolError, match=f"field '{key}' must be"):
         wire.decode(wire.encode(message), 5)
@@ -136,10 +137,8 @@ def test_arbitrary_json_objects_decode_or_raise_agent_errors(obj: dict[str, Any]
 @SETTINGS
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_only_raise_agent_errors(raw: bytes) -> None:
-    try:
+    with contextlib.suppress(AgentError):
         wire.decode(raw, 4)
-    except AgentError:
-        pass
 
 
 @SETTINGS

@@ -75,3 +75,8 @@ def build_executor(arch: str, out_dir: str | os.PathLike[str]) -> Path:
 def build_kernel_test(arch: str, out_dir: str | os.PathLike[str]) -> Path:
     """The kernel harness (kernels/tests/kernel_test.c) for `arch`, cached the same way."""
     return _build(arch, "kernel_test", out_dir)
+
+
+def build_kernel_bench(arch: str, out_dir: str | os.PathLike[str]) -> Path:
+    """The single-thread kernel micro-benchmark (kernels/tests/kernel_bench.c) for `arch`."""
+    return _build(arch, "kernel_bench", out_dir)

@@ -19,7 +19,8 @@ from farm.build.custom.plan_format import OP_FC, W_F32, W_I8, W_Q4_0, Plan, Plan
 class FcWeights:
     """Weights of one FC in logical form.
 
-    f32: w [K, N]; i8: w [N, K] int8 + scale [N]; q4: w = packed Q4_0 blocks [N, nb*20] uint8.
+    f32: w [K, N]; i8: w [N, K] int8 + scale [N]; q4: w = ggml Q4_0 blocks [N, nb*20] uint8.
+    `tensors()` packs them into the kernels' panel layouts.
     """
 
     wtype: int
@@ -43,9 +44,9 @@ class FcWeights:
         if self.wtype == W_F32:
             return W.pack_f32(self.w), None
         if self.wtype == W_I8:
-            return self.w, self.scale
+            return W.pack_i8(self.w), self.scale
         assert self.wtype == W_Q4_0
-        return self.w.reshape(-1), None
+        return W.pack_q4_panels(self.w, self.n), None
 
 
 @dataclass

@@ -1,9 +1,12 @@
 """Weights into the layouts the kernels want (kernels/include/fk.h).
 
 - fp32: packed in FK_NR=16-column panels, K-major inside a panel, zero-padded past N.
-- int8: transposed to [N, K] rows with one symmetric scale per output column.
-- Q4_0: per output column, blocks of 32 weights along K: ``{float32 d; uint8 qs[16]}`` with
-  w = d * (q - 8), weight j in the low nibble of qs[j] and weight j+16 in the high nibble.
+- int8: values in [-127, 127] with one symmetric scale per output column, packed in 16-column
+  panels of 4-k groups (`((p*K4/4 + k/4)*16 + j)*4 + k%4`, the vpdpbusd/sdot layout).
+- Q4_0: per output column, blocks of 32 weights along K with w = d * (q - 8) (ggml's rounding),
+  handled as ggml blocks ``{float32 d; uint8 qs[16]}`` (weight j low nibble of qs[j], j+16
+  high) and written as ``fk_panel_q4_0``: per 16-column panel and block, 16 scales then 256
+  bytes where chunk h, byte j*4+t holds column j's k=4h+t (low) and k=16+4h+t (high).
 Each format can be made from fp32 weights (``quant=...``) or converted from what ONNX Runtime's
 quantizers wrote (MatMulInteger weights, MatMulNBits blobs) so the plan computes with the very
 same quantized values as the ORT model it was built from.
@@ -29,6 +32,15 @@ def pack_f32(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(k, panels, NR).transpose(1, 0, 2)).reshape(-1)
 
 
+def pack_i8(wt: np.ndarray) -> np.ndarray:
+    """[N, K] int8 rows -> flat panels [ceil(N/16), ceil(K/4), 16, 4], zero-padded."""
+    n, k = wt.shape
+    panels, k4 = (n + NR - 1) // NR, (k + 3) // 4
+    padded = np.zeros((panels * NR, k4 * 4), np.int8)
+    padded[:n, :k] = wt
+    return np.ascontiguousarray(padded.reshape(panels, NR, k4, 4).transpose(0, 2, 1, 3)).reshape(-1)
+
+
 def quantize_i8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[K, N] float32 -> ([N, K] int8, [N] float32 scales), symmetric per column."""
     amax = np.abs(w).max(axis=0).astype(np.float32)
@@ -46,6 +58,8 @@ def from_matmul_integer(wq: np.ndarray, scale: np.ndarray, zp: np.ndarray | None
     if w.min() < -128 or w.max() > 127:
         raise BuildError(f"{where}: weights minus zero point do not fit int8",
                          hint="quantize weights as QInt8 (symmetric)")
+    # The kernels need |w| <= 127 (sign trick, no saturation); -128 becomes -127.
+    w = np.maximum(w, -127)
     s = np.broadcast_to(np.asarray(scale, np.float32).reshape(-1), (n,)).astype(np.float32)
     return np.ascontiguousarray(w.astype(np.int8).T), np.ascontiguousarray(s)
 
@@ -57,6 +71,25 @@ def _pack_q4(d: np.ndarray, q: np.ndarray) -> np.ndarray:
     blocks["d"] = d
     blocks["qs"] = (q[:, :, : QK // 2] | (q[:, :, QK // 2 :] << 4)).astype(np.uint8)
     return blocks.reshape(-1).view(np.uint8).copy()
+
+
+def pack_q4_panels(blocks: np.ndarray, n: int) -> np.ndarray:
+    """ggml Q4_0 blocks [N, nb*20] bytes -> flat fk_panel_q4_0 [ceil(N/16), nb] bytes."""
+    raw = np.ascontiguousarray(blocks, np.uint8).reshape(n, -1).view(_Q4_BLOCK)  # [N, nb]
+    nb, panels = raw.shape[1], (n + NR - 1) // NR
+    d = np.zeros((panels * NR, nb), np.float32)
+    d[:n] = raw["d"]
+    q = np.full((panels * NR, nb, QK), 8, np.uint8)
+    q[:n, :, : QK // 2] = raw["qs"] & 0x0F
+    q[:n, :, QK // 2 :] = raw["qs"] >> 4
+    qp = q.reshape(panels, NR, nb, QK).transpose(0, 2, 1, 3)  # [P, nb, 16 cols, 32 k]
+    lo = qp[..., : QK // 2].reshape(panels, nb, NR, 4, 4).transpose(0, 1, 3, 2, 4)
+    hi = qp[..., QK // 2 :].reshape(panels, nb, NR, 4, 4).transpose(0, 1, 3, 2, 4)
+    qs = (lo | (hi << 4)).reshape(panels, nb, 4 * NR * 4)
+    out = np.zeros((panels, nb), np.dtype([("d", "<f4", (NR,)), ("qs", "u1", (NR * QK // 2,))]))
+    out["d"] = d.reshape(panels, NR, nb).transpose(0, 2, 1)
+    out["qs"] = qs
+    return out.reshape(-1).view(np.uint8).copy()
 
 
 def quantize_q4_0(w: np.ndarray, where: str) -> np.ndarray:

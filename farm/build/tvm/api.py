@@ -12,9 +12,8 @@ Errors surface as `BuildError` (build/tune) or `TransportError` (RPC) with the T
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -185,7 +184,7 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
 
 
 def export_library(compiled: Compiled, path: Path, *, cross_cc: str | None) -> None:
-    """Write a shared library: natively, or through a cross compiler (e.g. aarch64-linux-gnu-gcc)."""
+    """Write a shared library natively, or through `cross_cc` (e.g. aarch64-linux-gnu-gcc)."""
     _tvm()
     from tvm.support import cc
     kwargs = {"fcompile": cc.cross_compiler(cross_cc)} if cross_cc else {}
@@ -271,7 +270,25 @@ def _shared_library_export(cross_cc: str | None) -> Callable[[Any], str]:
     return export
 
 
-def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int,
+def _build_without_intrinsics(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's default build minus `import tvm.s_tir.tensor_intrin`, which takes
+    30-80 s on a loaded 2-core host and is paid by every builder worker of every batch;
+    fp32 CPU kernels use no tensor intrinsics (a candidate that does fails to build and is
+    skipped)."""
+    import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.compile(mod, target=target)
+
+
+BUDGET_MARK = "farm: tuning time budget spent"
+
+
+class _BudgetSpent(Exception):
+    pass
+
+
+def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int = 16,
                time_budget_s: float | None = None, op_names: list[str] | None = None,
                rpc: tuple[str, int, str] | None = None, cross_cc: str | None = None,
                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -280,13 +297,14 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int,
     Measurements run here (`rpc` None) or on the device holding tracker key `rpc[2]`.
     The JSON database in `work_dir` is appended as each candidate is measured, so an
     interrupted run keeps its records and the next run starts from them.
-    `time_budget_s` stops every task once exceeded (checked after each measured batch).
+    `time_budget_s` ends tuning once exceeded, checked after each measured batch of `batch`
+    candidates (so it can overshoot by one batch).
     """
     import time
 
     _tvm()
-    from tvm.s_tir import meta_schedule as ms
     from tvm.ir.utils import derived_object  # moved out of meta_schedule.utils
+    from tvm.s_tir import meta_schedule as ms
 
     lowered = lower_to_kernels(mod, target, fusion=True)
     started = time.monotonic()
@@ -294,18 +312,16 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int,
 
     @derived_object
     class _BudgetAndProgress(ms.measure_callback.PyMeasureCallback):
-        def apply(self, scheduler: Any, current: int, _cands: Any, _builds: Any,
+        def apply(self, _scheduler: Any, _task_id: int, _cands: Any, _builds: Any,
                   runs: Any) -> None:
             measured[0] += len(runs)
             if progress:
                 progress(measured[0], trials)
             if time_budget_s is not None and time.monotonic() - started > time_budget_s:
-                # the scheduler terminates the current task itself after this callback
-                # (terminating it here too fails a check), so the budget can overshoot by
-                # one batch of that task
-                for task_id, task in enumerate(scheduler.tasks_):
-                    if task_id != current and not task.is_terminated:
-                        scheduler.terminate_task(task_id)
+                # MetaSchedule has no time budget; terminating tasks from a callback trips
+                # a scheduler check, so abort between batches (every record measured so far
+                # is already committed to the database)
+                raise _BudgetSpent(BUDGET_MARK)
 
     runner: Any = ms.runner.LocalRunner(timeout_sec=120)
     if rpc is not None:
@@ -315,20 +331,30 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int,
     # few workers and a long timeout: each worker imports TVM, and on a loaded 2-core host
     # MetaSchedule's defaults (one per core, 30 s) time out before anything builds
     workers = max(1, min(2, int(target.attrs.get("num-cores", 1))))
-    builder = ms.builder.LocalBuilder(f_export=_shared_library_export(cross_cc),
+    builder = ms.builder.LocalBuilder(f_build=_build_without_intrinsics,
+                                      f_export=_shared_library_export(cross_cc),
                                       max_workers=workers, timeout_sec=180)
     work_dir.mkdir(parents=True, exist_ok=True)
     try:
         ms.relax_integration.tune_relax(
             lowered, {}, target, str(work_dir), max_trials_global=trials,
-            num_trials_per_iter=min(16, trials), op_names=op_names, builder=builder,
+            num_trials_per_iter=min(batch, trials), op_names=op_names, builder=builder,
             runner=runner, database=ms.database.JSONDatabase(work_dir=str(work_dir)),
+            # a population sized to the batch: the default 512 spends ~30 s of search per
+            # batch here, longer than measuring a batch of 16
+            strategy=ms.search_strategy.EvolutionarySearch(
+                population_size=min(512, max(64, 8 * batch)),
+                init_min_unmeasured=min(50, 4 * batch), genetic_num_iters=3),
             measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
                                _BudgetAndProgress()])
+        budget_spent = False
     except Exception as exc:
-        raise BuildError(f"MetaSchedule tuning in {work_dir} failed: "
-                         f"{str(exc).strip().splitlines()[-1]}") from exc
+        if BUDGET_MARK not in str(exc):
+            raise BuildError(f"MetaSchedule tuning in {work_dir} failed: "
+                             f"{str(exc).strip().splitlines()[-1]}") from exc
+        budget_spent = True
     tasks = ms.relax_integration.extract_tasks(lowered, target)
     return {"measured": measured[0], "seconds": time.monotonic() - started,
+            "budget_spent": budget_spent,
             "tasks": [t.task_name for t in tasks
                       if not op_names or any(o in t.task_name for o in op_names)]}

@@ -66,7 +66,7 @@ class CpuMatmul(CPUScheduleRule):
             if b in infos[: infos.index(main)]:
                 try:
                     sch.compute_inline(b.block_rv)
-                except Exception:  # noqa: BLE001 - schedule primitives raise on mismatch
+                except Exception:
                     return None
         lanes = _vec_lanes(target)
         ext_i, ext_j = extents[n_s - 2], extents[n_s - 1]
@@ -90,12 +90,12 @@ class CpuMatmul(CPUScheduleRule):
         for b in epilogues[:-1]:
             try:
                 sch.compute_inline(b.block_rv)
-            except Exception:  # noqa: BLE001 - schedule primitives raise on mismatch
+            except Exception:
                 return None
         if epilogues:
             try:
                 sch.reverse_compute_inline(epilogues[-1].block_rv)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 sch.reverse_compute_at(epilogues[-1].block_rv, outer, preserve_unit_loops=True)
         sch.unroll(ii)
         sch.vectorize(ji)
@@ -121,7 +121,7 @@ class CpuInjective(CPUScheduleRule):
         for b in infos[:-1]:
             try:
                 sch.compute_inline(b.block_rv)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return None
         last = infos[-1].block_rv
         loops = sch.get_loops(last)

@@ -7,8 +7,9 @@ ready to be copied to a device's `runners/` dir as a unit.
 
 Libraries come from the installed wheels for the host arch; for another arch (aarch64 on
 an x86-64 host) the matching `apache-tvm`/`apache-tvm-ffi` wheels are fetched once with
-`pip download` into `$FARM_CACHE/wheels/` (default ~/.cache/farm) and the two libraries extracted from them. The C++
-compiler is `g++` natively and `<triple>-g++` across (Debian: g++-aarch64-linux-gnu).
+`pip download` into `$FARM_CACHE/wheels/` (default ~/.cache/farm) and the two libraries
+extracted from them. The C++ compiler is `g++` natively and `<triple>-g++` across
+(Debian: g++-aarch64-linux-gnu).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
         raise BuildError(f"Python package {name!r} is not installed",
-                         hint="pip install 'apache-tvm==0.27.0.post1' 'apache-tvm-ffi==0.1.14.post1'")
+                         hint="pip install 'apache-tvm==0.27.0.post1' "
+                              "'apache-tvm-ffi==0.1.14.post1'")
     return Path(next(iter(spec.submodule_search_locations)))
 
 

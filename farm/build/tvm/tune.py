@@ -4,7 +4,8 @@
 Measurements: on this machine for the `local` device; for any other device through the TVM
 RPC tracker (the device's `tracker_host`/`tracker_port`/`key`), the libraries being
 cross-compiled here when the arch differs. Budgets are explicit: `trials` candidates per
-run (≈1 min per 16 here), optionally cut by `time_budget_s`. Re-running adds trials, warm-
+run (≈1 min per 16 here), measured in batches of `batch`, optionally cut by
+`time_budget_s` (checked after each batch). Re-running adds trials, warm-
 started from the stored records; `state.json` keeps the totals.
 """
 
@@ -33,9 +34,10 @@ class TuneResult:
     total_trials: int       # all runs on this database
     total_seconds: float
     tasks: tuple[str, ...]
+    budget_spent: bool      # stopped by time_budget_s before `trials`
 
 
-def tune_tvm(model_path: str | Path, device: Device, *, trials: int,
+def tune_tvm(model_path: str | Path, device: Device, *, trials: int, batch: int = 16,
              time_budget_s: float | None = None, ops: tuple[str, ...] | None = DEFAULT_OPS,
              progress: Callable[[int, int], None] | None = None) -> TuneResult:
     if trials < 1:
@@ -55,7 +57,7 @@ def tune_tvm(model_path: str | Path, device: Device, *, trials: int,
     state = read_state(db_dir)
     started = time.time()
     outcome = api.tune_model(api.import_onnx(model_path), api.make_target(spec), db_dir,
-                             trials=trials, time_budget_s=time_budget_s,
+                             trials=trials, batch=batch, time_budget_s=time_budget_s,
                              op_names=list(ops) if ops else None, rpc=rpc,
                              cross_cc=cross_compiler(device, _host_arch()),
                              progress=progress)
@@ -66,7 +68,7 @@ def tune_tvm(model_path: str | Path, device: Device, *, trials: int,
                           "model": model_path.name, "target": spec})
     write_state(db_dir, state)
     return TuneResult(db_dir, outcome["measured"], outcome["seconds"], state["trials"],
-                      state["seconds"], tuple(outcome["tasks"]))
+                      state["seconds"], tuple(outcome["tasks"]), outcome["budget_spent"])
 
 
 def _host_arch() -> str:

@@ -2,6 +2,7 @@
  * FK_VARIANT=dotprod (-march=armv8.2-a+dotprod). The integer GEMMs use SDOT when the variant
  * has it (widest first), else widening multiplies, then a scalar tail. */
 #include <arm_neon.h>
+#include <string.h>
 
 #include "fk.h"
 #include "fk_fallback.h"
@@ -23,14 +24,23 @@ typedef float32x4_t vf;
 #define vabs vabsq_f32
 #define vhsum vaddvq_f32
 #define vhmax vmaxvq_f32
+#define vround vrndnq_f32
 
 static inline vf vcopysign(vf mag, vf sgn) {
     return vbslq_f32(vdupq_n_u32(0x80000000u), sgn, mag);
 }
 
-/* exp(x): Cody-Waite range reduction + Cephes degree-5 polynomial (same as x86). */
-static inline vf vexp(vf x) {
-    x = vmin(vmax(x, vset1(-87.3f)), vset1(88.3f));
+/* 1/x: 8-bit estimate + two Newton steps. */
+static inline vf vrcp(vf x) {
+    vf r = vrecpeq_f32(x);
+    r = vmulq_f32(r, vrecpsq_f32(x, r));
+    return vmulq_f32(r, vrecpsq_f32(x, r));
+}
+
+/* exp(x): Cody-Waite range reduction + Cephes degree-5 polynomial (same as x86), exactly 0
+ * below -87.3 so masked softmax entries never become denormals. */
+static inline vf vexp(vf x0) {
+    vf x = vmin(vmax(x0, vset1(-87.3f)), vset1(88.3f));
     vf n = vrndnq_f32(vmul(x, vset1(1.44269504088896341f)));
     vf r = vfma(n, vset1(-0.693359375f), x);
     r = vfma(n, vset1(2.12194440e-4f), r);
@@ -42,80 +52,155 @@ static inline vf vexp(vf x) {
     p = vfma(p, r, vset1(5.0000001201E-1f));
     p = vfma(p, vmul(r, r), vadd(r, vset1(1.0f)));
     int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    return vmul(p, vreinterpretq_f32_s32(e));
+    vf y = vmul(p, vreinterpretq_f32_s32(e));
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(y), vcgeq_f32(x0, vset1(-87.3f))));
 }
 
 #include "../../common/fk_simd_f32.inc"
 
-/* Sum of the 16 int8 products a[i]*b[i] into int32 lanes. */
-static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+/* int8 GEMM on weights packed in 4-k groups (fk_pack_b_i8): a 16-byte vector holds 4 columns
+ * x 4 k's, so SDOT with the row's 4 A bytes duplicated yields 4 column sums at once. Without
+ * dotprod: SMULL (8 products) + SADALP pairs, folded with ADDP at the end. */
 #if defined(__ARM_FEATURE_DOTPROD)
-    return vdotq_s32(acc, a, b);
-#else
-    int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
-    int16x8_t hi = vmull_high_s8(a, b);
-    return vpadalq_s16(vpadalq_s16(acc, lo), hi);
-#endif
-}
-
-/* int8 GEMM: one row of A against four weight rows per pass (A chunk loaded once). */
-void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
-    const int K = g->K;
-    const int8_t *wall = (const int8_t *)g->w;
-    for (int m = m0; m < m1; m++) {
-        const int8_t *a = (const int8_t *)g->aq + (size_t)m * g->lda;
-        float *c = g->c + (size_t)m * g->ldc;
-        for (int n = n0; n < n1; n += 4) {
-            const int nw = n1 - n < 4 ? n1 - n : 4;
-            const int8_t *w[4];
-            for (int j = 0; j < 4; j++) w[j] = wall + (size_t)(n + (j < nw ? j : 0)) * K;
-            int32x4_t s0 = vdupq_n_s32(0), s1 = s0, s2 = s0, s3 = s0;
-            int k = 0;
-            for (; k + 16 <= K; k += 16) {
-                int8x16_t av = vld1q_s8(a + k);
-                s0 = dot16(s0, av, vld1q_s8(w[0] + k));
-                s1 = dot16(s1, av, vld1q_s8(w[1] + k));
-                s2 = dot16(s2, av, vld1q_s8(w[2] + k));
-                s3 = dot16(s3, av, vld1q_s8(w[3] + k));
-            }
-            int32_t s[4] = {vaddvq_s32(s0), vaddvq_s32(s1), vaddvq_s32(s2), vaddvq_s32(s3)};
-            for (; k < K; k++)
-                for (int j = 0; j < 4; j++) s[j] += (int32_t)a[k] * w[j][k];
-            for (int j = 0; j < nw; j++) c[n + j] = (float)s[j] * g->a_scale[m] * g->w_scale[n + j];
+#define I8_MR 4
+static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_t *c) {
+    int32x4_t acc[I8_MR][4];
+    for (int i = 0; i < I8_MR; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = vdupq_n_s32(0);
+    for (int q = 0; q < ng; q++) {
+        int8x16_t bv[4];
+        for (int j = 0; j < 4; j++) bv[j] = vld1q_s8(b + (size_t)q * 64 + 16 * j);
+        for (int i = 0; i < I8_MR; i++) {
+            int8x16_t av = vreinterpretq_s8_u32(vdupq_n_u32(a[q * I8_MR + i]));
+            for (int j = 0; j < 4; j++) acc[i][j] = vdotq_s32(acc[i][j], bv[j], av);
         }
-        FK_FN(epilogue_row)(g, c + n0, n0, n1 - n0);
+    }
+    for (int i = 0; i < I8_MR; i++)
+        for (int j = 0; j < 4; j++) vst1q_s32(c + i * FK_NR + 4 * j, acc[i][j]);
+}
+#else
+#define I8_MR 2
+static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_t *c) {
+    int32x4_t acc[I8_MR][8];
+    for (int i = 0; i < I8_MR; i++)
+        for (int j = 0; j < 8; j++) acc[i][j] = vdupq_n_s32(0);
+    for (int q = 0; q < ng; q++) {
+        int8x16_t bv[4];
+        for (int j = 0; j < 4; j++) bv[j] = vld1q_s8(b + (size_t)q * 64 + 16 * j);
+        for (int i = 0; i < I8_MR; i++) {
+            int8x8_t av = vreinterpret_s8_u32(vdup_n_u32(a[q * I8_MR + i]));
+            for (int j = 0; j < 4; j++) {
+                acc[i][2 * j] = vpadalq_s16(acc[i][2 * j], vmull_s8(vget_low_s8(bv[j]), av));
+                acc[i][2 * j + 1] = vpadalq_s16(acc[i][2 * j + 1], vmull_s8(vget_high_s8(bv[j]), av));
+            }
+        }
+    }
+    for (int i = 0; i < I8_MR; i++)
+        for (int j = 0; j < 4; j++) vst1q_s32(c + i * FK_NR + 4 * j, vpaddq_s32(acc[i][2 * j], acc[i][2 * j + 1]));
+}
+#endif
+
+void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
+    if (m1 <= m0 || n1 <= n0) return;
+    const int ng = FK_K4(g->K) / 4, nmb = (m1 - m0 + I8_MR - 1) / I8_MR;
+    uint32_t *ap = (uint32_t *)FK_FN(tls_floats)((size_t)nmb * I8_MR * ng);
+    for (int mb = 0; mb < nmb; mb++)
+        for (int i = 0; i < I8_MR; i++) {
+            int row = m0 + mb * I8_MR + i;
+            if (row >= m1) row = m1 - 1; /* padding rows repeat a real one; results dropped */
+            const uint8_t *src = (const uint8_t *)g->aq + (size_t)row * g->lda;
+            for (int q = 0; q < ng; q++) memcpy(&ap[((size_t)mb * ng + q) * I8_MR + i], src + 4 * q, 4);
+        }
+    int32_t tile[I8_MR * FK_NR];
+    const int fuse = FK_FN(epi_in_regs)(g), gelu = g->epi == FK_EPI_BIAS_GELU;
+    for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
+        const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
+        const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
+        float ws[FK_NR];
+        for (int j = 0; j < FK_NR; j++) ws[j] = j < nc ? g->w_scale[col + j] : 0.0f;
+        float bt[FK_NR];
+        FK_FN(bias_tile)(g, col, nc, bt);
+        for (int mb = 0; mb < nmb; mb++) {
+            const int m = m0 + mb * I8_MR, mr = m1 - m < I8_MR ? m1 - m : I8_MR;
+            ukernel_i8(ng, ap + (size_t)mb * ng * I8_MR, b, tile);
+            for (int i = 0; i < mr; i++) {
+                float *c = g->c + (size_t)(m + i) * g->ldc + col, out[FK_NR];
+                const float32x4_t sa = vdupq_n_f32(g->a_scale[m + i]);
+                for (int j = 0; j < FK_NR; j += 4)
+                    vst1q_f32(out + j, vmulq_f32(vmulq_f32(vcvtq_f32_s32(vld1q_s32(tile + i * FK_NR + j)), sa), vld1q_f32(ws + j)));
+                if (fuse)
+                    for (int j = 0; j < FK_NR; j += VL) {
+                        vf v = vadd(vload(out + j), vload(bt + j));
+                        vstore(out + j, gelu ? vgelu(v) : v);
+                    }
+                memcpy(c, out, sizeof(float) * nc);
+                if (!fuse) FK_FN(epilogue_row)(g, c, col, nc);
+            }
+        }
     }
 }
 
-/* 4-bit GEMM: nibbles unpacked in registers right before the multiply. */
-void FK_FN(fk_gemm_q4_0)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
-    const int nb = g->K / FK_QK;
-    const fk_block_q4_0 *wall = (const fk_block_q4_0 *)g->w;
+/* 4-bit GEMM on fk_panel_q4_0: per 32-k block and 4-k group, 4 vectors of the panel's nibbles
+ * are unpacked in registers to int8 (q - 8) and dotted with the Q8_0 activations (SDOT, or
+ * SMULL + SADALP without dotprod); block sums are scaled by d_w * d_a into float accumulators. */
+#define Q4_MR 2
+#define Q4_XOR 0u
+static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const fk_panel_q4_0 *w, float *c) {
+    float32x4_t facc[Q4_MR][4];
+    for (int i = 0; i < Q4_MR; i++)
+        for (int j = 0; j < 4; j++) facc[i][j] = vdupq_n_f32(0.0f);
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     const int8x16_t s8 = vdupq_n_s8(8);
-    for (int m = m0; m < m1; m++) {
-        const fk_block_q8_0 *a = (const fk_block_q8_0 *)g->aq + (size_t)m * nb;
-        float *c = g->c + (size_t)m * g->ldc;
-        for (int n = n0; n < n1; n += 4) {
-            const int nw = n1 - n < 4 ? n1 - n : 4;
-            const fk_block_q4_0 *w[4];
-            for (int j = 0; j < 4; j++) w[j] = wall + (size_t)(n + (j < nw ? j : 0)) * nb;
-            float32x4_t acc[4] = {vzero(), vzero(), vzero(), vzero()};
-            for (int b = 0; b < nb; b++) {
-                int8x16_t a0 = vld1q_s8(a[b].qs), a1 = vld1q_s8(a[b].qs + 16);
+    for (int b = 0; b < nb; b++) {
+        const uint32_t *ab = a + (size_t)b * 8 * Q4_MR;
+#if defined(__ARM_FEATURE_DOTPROD)
+        int32x4_t acc[Q4_MR][4];
+        for (int i = 0; i < Q4_MR; i++)
+            for (int j = 0; j < 4; j++) acc[i][j] = vdupq_n_s32(0);
+        for (int h = 0; h < 8; h++) {
+            int8x16_t wv[4];
+            for (int j = 0; j < 4; j++) {
+                uint8x16_t v = vld1q_u8(w[b].qs + 64 * (h & 3) + 16 * j);
+                wv[j] = vsubq_s8(vreinterpretq_s8_u8(h < 4 ? vandq_u8(v, m4) : vshrq_n_u8(v, 4)), s8);
+            }
+            for (int i = 0; i < Q4_MR; i++) {
+                int8x16_t av = vreinterpretq_s8_u32(vdupq_n_u32(ab[h * Q4_MR + i]));
+                for (int j = 0; j < 4; j++) acc[i][j] = vdotq_s32(acc[i][j], wv[j], av);
+            }
+        }
+#else
+        int32x4_t pr[Q4_MR][8];
+        for (int i = 0; i < Q4_MR; i++)
+            for (int j = 0; j < 8; j++) pr[i][j] = vdupq_n_s32(0);
+        for (int h = 0; h < 8; h++) {
+            int8x16_t wv[4];
+            for (int j = 0; j < 4; j++) {
+                uint8x16_t v = vld1q_u8(w[b].qs + 64 * (h & 3) + 16 * j);
+                wv[j] = vsubq_s8(vreinterpretq_s8_u8(h < 4 ? vandq_u8(v, m4) : vshrq_n_u8(v, 4)), s8);
+            }
+            for (int i = 0; i < Q4_MR; i++) {
+                int8x8_t av = vreinterpret_s8_u32(vdup_n_u32(ab[h * Q4_MR + i]));
                 for (int j = 0; j < 4; j++) {
-                    uint8x16_t q = vld1q_u8(w[j][b].qs);
-                    int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), s8);
-                    int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), s8);
-                    int32x4_t p = dot16(dot16(vdupq_n_s32(0), lo, a0), hi, a1);
-                    acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(p), w[j][b].d * a[b].d);
+                    pr[i][2 * j] = vpadalq_s16(pr[i][2 * j], vmull_s8(vget_low_s8(wv[j]), av));
+                    pr[i][2 * j + 1] = vpadalq_s16(pr[i][2 * j + 1], vmull_s8(vget_high_s8(wv[j]), av));
                 }
             }
-            for (int j = 0; j < nw; j++) c[n + j] = vaddvq_f32(acc[j]);
         }
-        FK_FN(epilogue_row)(g, c + n0, n0, n1 - n0);
+        int32x4_t acc[Q4_MR][4];
+        for (int i = 0; i < Q4_MR; i++)
+            for (int j = 0; j < 4; j++) acc[i][j] = vpaddq_s32(pr[i][2 * j], pr[i][2 * j + 1]);
+#endif
+        for (int i = 0; i < Q4_MR; i++) {
+            const float sa = ad[b * Q4_MR + i];
+            for (int j = 0; j < 4; j++)
+                facc[i][j] = vfmaq_f32(facc[i][j], vcvtq_f32_s32(acc[i][j]), vmulq_n_f32(vld1q_f32(w[b].d + 4 * j), sa));
+        }
     }
+    for (int i = 0; i < Q4_MR; i++)
+        for (int j = 0; j < 4; j++) vst1q_f32(c + i * FK_NR + 4 * j, facc[i][j]);
 }
+
+#include "../../common/fk_q4_driver.inc"
 
 const fk_kernels FK_FN(fk_kernels) = {
 #if defined(__ARM_FEATURE_DOTPROD)
@@ -127,4 +212,5 @@ const fk_kernels FK_FN(fk_kernels) = {
     FK_FN(fk_gelu_f32), FK_FN(fk_gelu_tab_f32), FK_FN(fk_layernorm_f32),
     FK_FN(fk_softmax_f32), FK_FN(fk_quantize_row_i8), FK_FN(fk_quantize_row_q8_0),
     FK_FN(fk_gemm_f32), FK_FN(fk_gemm_i8), FK_FN(fk_gemm_q4_0), FK_FN(fk_attention_f32),
+    FK_FN(fk_fma_loop),
 };

@@ -1,7 +1,8 @@
 /* x86 kernels, compiled once per variant: FK_VARIANT=avx2 (-mavx2 -mfma -mf16c) and
- * FK_VARIANT=avx512 (adds -mavx512f -mavx512bw -mavx512vl -mavx512dq). Inside each kernel the
+ * FK_VARIANT=avx512 (adds -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni). Inside each kernel the
  * widest path comes first (AVX-512), then AVX2, then an unconditional scalar tail. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "fk.h"
 #include "fk_fallback.h"
@@ -45,6 +46,12 @@ typedef __m512i vi;
 #define vround(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define vcvt_i _mm512_cvtps_epi32
 #define vi_add _mm512_add_epi32
+#define vi_sub _mm512_sub_epi32
+#define vkeep_ge(r, x, t) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, t, _CMP_GE_OQ), r)
+/* 1/x: 14-bit estimate + one Newton step (~1 ulp). */
+#define vrcp_est _mm512_rcp14_ps
+#define vi_load(p) _mm512_loadu_si512((const void *)(p))
+#define vcvt_f _mm512_cvtepi32_ps
 #define vi_set1 _mm512_set1_epi32
 #define vi_sll(x, n) _mm512_slli_epi32(x, n)
 #define vcast_f _mm512_castsi512_ps
@@ -71,6 +78,11 @@ typedef __m256i vi;
 #define vround(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define vcvt_i _mm256_cvtps_epi32
 #define vi_add _mm256_add_epi32
+#define vi_sub _mm256_sub_epi32
+#define vkeep_ge(r, x, t) _mm256_and_ps(r, _mm256_cmp_ps(x, t, _CMP_GE_OQ))
+#define vrcp_est _mm256_rcp_ps
+#define vi_load(p) _mm256_loadu_si256((const __m256i *)(p))
+#define vcvt_f _mm256_cvtepi32_ps
 #define vi_set1 _mm256_set1_epi32
 #define vi_sll(x, n) _mm256_slli_epi32(x, n)
 #define vcast_f _mm256_castsi256_ps
@@ -86,9 +98,15 @@ static inline vf vcopysign(vf mag, vf sgn) {
     return vcast_f(vor_i(vand_i(vcast_i(mag), m), vand_i(vcast_i(sgn), vi_set1((int)0x80000000))));
 }
 
-/* exp(x): Cody-Waite range reduction + Cephes degree-5 polynomial. */
-static inline vf vexp(vf x) {
-    x = vmin(vmax(x, vset1(-87.3f)), vset1(88.3f));
+static inline vf vrcp(vf x) {
+    vf r = vrcp_est(x);
+    return vmul(r, vfma(vsub(vzero(), x), r, vset1(2.0f)));
+}
+
+/* exp(x): Cody-Waite range reduction + Cephes degree-5 polynomial; exactly 0 below -87.3
+ * (no denormals: masked softmax entries would otherwise feed denormals into P.V). */
+static inline vf vexp(vf x0) {
+    vf x = vmin(vmax(x0, vset1(-87.3f)), vset1(88.3f));
     vf n = vround(vmul(x, vset1(1.44269504088896341f)));
     vf r = vfma(n, vset1(-0.693359375f), x);
     r = vfma(n, vset1(2.12194440e-4f), r);
@@ -100,7 +118,7 @@ static inline vf vexp(vf x) {
     p = vfma(p, r, vset1(5.0000001201E-1f));
     p = vfma(p, vmul(r, r), vadd(r, vset1(1.0f)));
     vi e = vi_sll(vi_add(vcvt_i(n), vi_set1(127)), 23);
-    return vmul(p, vcast_f(e));
+    return vkeep_ge(vmul(p, vcast_f(e)), x0, vset1(-87.3f));
 }
 
 void FK_FN(fk_gelu_tab_f32)(int n, const float *x, float *y);
@@ -140,103 +158,174 @@ void FK_FN(fk_gelu_tab_f32)(int n, const float *x, float *y) {
     if (i < n) fk_gelu_tab_f32_generic(n - i, x + i, y + i);
 }
 
-static inline int hsum_i32_8(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
+/* int8 GEMM on weights packed in 4-k groups (fk_pack_b_i8). AVX-512 VNNI: vpdpbusd with A
+ * made unsigned (+128) and the 128 * column-sum correction subtracted before scaling. AVX2:
+ * vpmaddubsw on |a| and sign(w, a) (no saturation: |a|, |w| <= 127), then vpmaddwd. */
+#if defined(__AVX512VNNI__)
+#define I8_MR 12
+#define I8_XOR 0x80808080u
+static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_t *c) {
+    __m512i acc[I8_MR];
+    for (int i = 0; i < I8_MR; i++) acc[i] = _mm512_setzero_si512();
+    for (int q = 0; q < ng; q++) {
+        __m512i bv = _mm512_loadu_si512((const void *)(b + (size_t)q * 64));
+        for (int i = 0; i < I8_MR; i++) acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_set1_epi32((int)a[q * I8_MR + i]), bv);
+    }
+    for (int i = 0; i < I8_MR; i++) _mm512_storeu_si512((void *)(c + i * FK_NR), acc[i]);
 }
-
-/* int8 GEMM: one row of A against four weight rows (columns of W) per pass, so each A chunk
- * is loaded once; products widened to int16 and summed in pairs by (v)pmaddwd, exact. */
-void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
-    const int K = g->K;
-    const int8_t *wall = (const int8_t *)g->w;
-    for (int m = m0; m < m1; m++) {
-        const int8_t *a = (const int8_t *)g->aq + (size_t)m * g->lda;
-        float *c = g->c + (size_t)m * g->ldc;
-        const float sa = g->a_scale[m];
-        int n = n0;
-        for (; n < n1; n += 4) {
-            const int nw = n1 - n < 4 ? n1 - n : 4;
-            const int8_t *w[4];
-            for (int j = 0; j < 4; j++) w[j] = wall + (size_t)(n + (j < nw ? j : 0)) * K;
-            int32_t s[4] = {0, 0, 0, 0};
-            int k = 0;
-#if defined(__AVX512BW__)
-            __m512i z0 = _mm512_setzero_si512(), z1 = z0, z2 = z0, z3 = z0;
-            for (; k + 32 <= K; k += 32) {
-                __m512i av = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(a + k)));
-                z0 = _mm512_add_epi32(z0, _mm512_madd_epi16(av, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w[0] + k)))));
-                z1 = _mm512_add_epi32(z1, _mm512_madd_epi16(av, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w[1] + k)))));
-                z2 = _mm512_add_epi32(z2, _mm512_madd_epi16(av, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w[2] + k)))));
-                z3 = _mm512_add_epi32(z3, _mm512_madd_epi16(av, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w[3] + k)))));
-            }
-            s[0] += _mm512_reduce_add_epi32(z0);
-            s[1] += _mm512_reduce_add_epi32(z1);
-            s[2] += _mm512_reduce_add_epi32(z2);
-            s[3] += _mm512_reduce_add_epi32(z3);
+static void colsum_i8(int ng, const int8_t *b, int32_t *cs) {
+    __m512i acc = _mm512_setzero_si512(), ones = _mm512_set1_epi8(1);
+    for (int q = 0; q < ng; q++) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512((const void *)(b + (size_t)q * 64)));
+    _mm512_storeu_si512((void *)cs, _mm512_slli_epi32(acc, 7)); /* 128 * sum */
+}
+#else
+#define I8_MR 4
+#define I8_XOR 0u
+static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_t *c) {
+    __m256i acc[I8_MR][2];
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < I8_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    for (int q = 0; q < ng; q++) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)(b + (size_t)q * 64));
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + (size_t)q * 64 + 32));
+        for (int i = 0; i < I8_MR; i++) {
+            __m256i ab = _mm256_set1_epi32((int)a[q * I8_MR + i]), ax = _mm256_abs_epi8(ab);
+            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(b0, ab)), ones));
+            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(b1, ab)), ones));
+        }
+    }
+    for (int i = 0; i < I8_MR; i++) {
+        _mm256_storeu_si256((__m256i *)(c + i * FK_NR), acc[i][0]);
+        _mm256_storeu_si256((__m256i *)(c + i * FK_NR + 8), acc[i][1]);
+    }
+}
+static void colsum_i8(int ng, const int8_t *b, int32_t *cs) {
+    (void)ng, (void)b;
+    memset(cs, 0, sizeof(int32_t) * FK_NR);
+}
 #endif
-            __m256i y0 = _mm256_setzero_si256(), y1 = y0, y2 = y0, y3 = y0;
-            for (; k + 16 <= K; k += 16) {
-                __m256i av = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + k)));
-                y0 = _mm256_add_epi32(y0, _mm256_madd_epi16(av, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[0] + k)))));
-                y1 = _mm256_add_epi32(y1, _mm256_madd_epi16(av, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[1] + k)))));
-                y2 = _mm256_add_epi32(y2, _mm256_madd_epi16(av, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[2] + k)))));
-                y3 = _mm256_add_epi32(y3, _mm256_madd_epi16(av, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[3] + k)))));
+
+void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
+    if (m1 <= m0 || n1 <= n0) return;
+    const int ng = FK_K4(g->K) / 4, nmb = (m1 - m0 + I8_MR - 1) / I8_MR;
+    uint32_t *ap = (uint32_t *)FK_FN(tls_floats)((size_t)nmb * I8_MR * ng);
+    for (int mb = 0; mb < nmb; mb++) /* A packed once, 4 k's per word, I8_MR rows per group */
+        for (int i = 0; i < I8_MR; i++) {
+            int row = m0 + mb * I8_MR + i;
+            if (row >= m1) row = m1 - 1; /* padding rows repeat a real one; results dropped */
+            const uint8_t *src = (const uint8_t *)g->aq + (size_t)row * g->lda;
+            for (int q = 0; q < ng; q++) {
+                uint32_t w;
+                memcpy(&w, src + 4 * q, 4);
+                ap[((size_t)mb * ng + q) * I8_MR + i] = w ^ I8_XOR;
             }
-            s[0] += hsum_i32_8(y0), s[1] += hsum_i32_8(y1), s[2] += hsum_i32_8(y2), s[3] += hsum_i32_8(y3);
-            for (; k < K; k++)
-                for (int j = 0; j < 4; j++) s[j] += (int32_t)a[k] * w[j][k];
-            for (int j = 0; j < nw; j++) c[n + j] = (float)s[j] * sa * g->w_scale[n + j];
         }
-        FK_FN(epilogue_row)(g, c + n0, n0, n1 - n0);
-    }
-}
-
-/* Unpack 32 4-bit weights into int8 in [-8, 7], q8_0 order (low nibbles then high). */
-static inline __m256i unpack_q4(const uint8_t *qs) {
-    __m128i v = _mm_loadu_si128((const __m128i *)qs);
-    __m256i both = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
-    return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
-}
-
-/* Signed int8 dot in 8 int32 lanes via the |x|, sign(y,x) trick for vpmaddubsw. */
-static inline __m256i dot_i8_32(__m256i x, __m256i y) {
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-/* 4-bit GEMM: weights unpacked in registers right before the multiply, never to memory. */
-void FK_FN(fk_gemm_q4_0)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
-    const int nb = g->K / FK_QK;
-    const fk_block_q4_0 *wall = (const fk_block_q4_0 *)g->w;
-    for (int m = m0; m < m1; m++) {
-        const fk_block_q8_0 *a = (const fk_block_q8_0 *)g->aq + (size_t)m * nb;
-        float *c = g->c + (size_t)m * g->ldc;
-        for (int n = n0; n < n1; n += 4) {
-            const int nw = n1 - n < 4 ? n1 - n : 4;
-            const fk_block_q4_0 *w[4];
-            for (int j = 0; j < 4; j++) w[j] = wall + (size_t)(n + (j < nw ? j : 0)) * nb;
-            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-            for (int b = 0; b < nb; b++) {
-                __m256i av = _mm256_loadu_si256((const __m256i *)a[b].qs);
-                for (int j = 0; j < 4; j++) {
-                    __m256 d = _mm256_set1_ps(w[j][b].d * a[b].d);
-                    __m256 p = _mm256_cvtepi32_ps(dot_i8_32(unpack_q4(w[j][b].qs), av));
-                    acc[j] = _mm256_fmadd_ps(d, p, acc[j]);
+    int32_t tile[I8_MR * FK_NR], cs[FK_NR];
+    const int fuse = FK_FN(epi_in_regs)(g), gelu = g->epi == FK_EPI_BIAS_GELU;
+    for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
+        const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
+        const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
+        colsum_i8(ng, b, cs);
+        float ws[FK_NR];
+        for (int j = 0; j < FK_NR; j++) ws[j] = j < nc ? g->w_scale[col + j] : 0.0f;
+        float bt[FK_NR];
+        FK_FN(bias_tile)(g, col, nc, bt);
+        for (int mb = 0; mb < nmb; mb++) {
+            const int m = m0 + mb * I8_MR, mr = m1 - m < I8_MR ? m1 - m : I8_MR;
+            ukernel_i8(ng, ap + (size_t)mb * ng * I8_MR, b, tile);
+            for (int i = 0; i < mr; i++) {
+                float *c = g->c + (size_t)(m + i) * g->ldc + col, out[FK_NR];
+                const vf sa = vset1(g->a_scale[m + i]);
+                for (int j = 0; j < FK_NR; j += VL) {
+                    vi t = vi_sub(vi_load(tile + i * FK_NR + j), vi_load(cs + j));
+                    vstore(out + j, vmul(vmul(vcvt_f(t), sa), vload(ws + j)));
                 }
+                if (fuse)
+                    for (int j = 0; j < FK_NR; j += VL) {
+                        vf v = vadd(vload(out + j), vload(bt + j));
+                        vstore(out + j, gelu ? vgelu(v) : v);
+                    }
+                memcpy(c, out, sizeof(float) * nc);
+                if (!fuse) FK_FN(epilogue_row)(g, c, col, nc);
             }
-            for (int j = 0; j < nw; j++) c[n + j] = hsum256_ps(acc[j]);
         }
-        FK_FN(epilogue_row)(g, c + n0, n0, n1 - n0);
     }
 }
+
+/* 4-bit GEMM on fk_panel_q4_0: per 32-k block, the panel's nibbles are unpacked in registers
+ * into eight 4-k groups of int8 (q - 8), multiplied with the Q8_0 activations like the int8
+ * GEMM (VNNI: A + 128 and a column-sum correction; AVX2: sign trick), and the block's int32
+ * sums are scaled by d_w * d_a into float accumulators. Weights never exist unpacked in memory. */
+#if defined(__AVX512VNNI__)
+#define Q4_MR 8
+#define Q4_XOR 0x80808080u
+static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const fk_panel_q4_0 *w, float *c) {
+    __m512 facc[Q4_MR];
+    for (int i = 0; i < Q4_MR; i++) facc[i] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F), s8 = _mm512_set1_epi8(8), ones = _mm512_set1_epi8(1);
+    for (int b = 0; b < nb; b++) {
+        __m512i wv[8], cs = _mm512_setzero_si512();
+        for (int h = 0; h < 4; h++) {
+            __m512i v = _mm512_loadu_si512((const void *)(w[b].qs + 64 * h));
+            wv[h] = _mm512_sub_epi8(_mm512_and_si512(v, m4), s8);
+            wv[h + 4] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), s8);
+        }
+        for (int h = 0; h < 8; h++) cs = _mm512_dpbusd_epi32(cs, ones, wv[h]);
+        cs = _mm512_slli_epi32(cs, 7);
+        const __m512 wd = _mm512_loadu_ps(w[b].d);
+        const uint32_t *ab = a + (size_t)b * 8 * Q4_MR;
+        for (int i = 0; i < Q4_MR; i++) {
+            __m512i acc = _mm512_setzero_si512();
+            for (int h = 0; h < 8; h++) acc = _mm512_dpbusd_epi32(acc, _mm512_set1_epi32((int)ab[h * Q4_MR + i]), wv[h]);
+            __m512 sc = _mm512_mul_ps(wd, _mm512_set1_ps(ad[b * Q4_MR + i]));
+            facc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, cs)), sc, facc[i]);
+        }
+    }
+    for (int i = 0; i < Q4_MR; i++) _mm512_storeu_ps(c + i * FK_NR, facc[i]);
+}
+#else
+#define Q4_MR 2
+#define Q4_XOR 0u
+static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const fk_panel_q4_0 *w, float *c) {
+    __m256 facc[Q4_MR][2];
+    for (int i = 0; i < Q4_MR; i++) facc[i][0] = facc[i][1] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), s8 = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        __m256i acc[Q4_MR][2];
+        for (int i = 0; i < Q4_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+        const uint32_t *ab = a + (size_t)b * 8 * Q4_MR;
+        for (int h = 0; h < 8; h++) {
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * (h & 3)));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * (h & 3) + 32));
+            if (h >= 4) v0 = _mm256_srli_epi16(v0, 4), v1 = _mm256_srli_epi16(v1, 4);
+            v0 = _mm256_sub_epi8(_mm256_and_si256(v0, m4), s8);
+            v1 = _mm256_sub_epi8(_mm256_and_si256(v1, m4), s8);
+            for (int i = 0; i < Q4_MR; i++) {
+                __m256i ab4 = _mm256_set1_epi32((int)ab[h * Q4_MR + i]), ax = _mm256_abs_epi8(ab4);
+                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(v0, ab4)), ones));
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(v1, ab4)), ones));
+            }
+        }
+        const __m256 wd0 = _mm256_loadu_ps(w[b].d), wd1 = _mm256_loadu_ps(w[b].d + 8);
+        for (int i = 0; i < Q4_MR; i++) {
+            __m256 sa = _mm256_set1_ps(ad[b * Q4_MR + i]);
+            facc[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][0]), _mm256_mul_ps(wd0, sa), facc[i][0]);
+            facc[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][1]), _mm256_mul_ps(wd1, sa), facc[i][1]);
+        }
+    }
+    for (int i = 0; i < Q4_MR; i++) {
+        _mm256_storeu_ps(c + i * FK_NR, facc[i][0]);
+        _mm256_storeu_ps(c + i * FK_NR + 8, facc[i][1]);
+    }
+}
+#endif
+
+#include "../../common/fk_q4_driver.inc"
 
 const fk_kernels FK_FN(fk_kernels) = {
 #if defined(__AVX512F__)
     "avx512", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C | FK_FEAT_AVX512F | FK_FEAT_AVX512BW |
-                  FK_FEAT_AVX512VL | FK_FEAT_AVX512DQ,
+                  FK_FEAT_AVX512VL | FK_FEAT_AVX512DQ | FK_FEAT_AVX512VNNI,
 #else
     "avx2", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C,
 #endif
@@ -244,4 +333,5 @@ const fk_kernels FK_FN(fk_kernels) = {
     FK_FN(fk_gelu_f32), FK_FN(fk_gelu_tab_f32), FK_FN(fk_layernorm_f32),
     FK_FN(fk_softmax_f32), FK_FN(fk_quantize_row_i8), FK_FN(fk_quantize_row_q8_0),
     FK_FN(fk_gemm_f32), FK_FN(fk_gemm_i8), FK_FN(fk_gemm_q4_0), FK_FN(fk_attention_f32),
+    FK_FN(fk_fma_loop),
 };

@@ -1,0 +1,167 @@
+"""Custom executor vs ONNX Runtime on `local`, measured in one run (issue 5 benchmark).
+
+    .venv/bin/python benchmarks/custom_vs_ort.py [--preset mobilebert] [--min-time 2]
+
+For the fp32, int8 (int8-dynamic) and 4-bit (int4) variants of the preset, both routes run as
+fresh child processes under the same runner contract and policy (ORT: agents/runners/
+ort_runner.py; custom: fk_exec --request), alternating ORT and custom for `--rounds` rounds;
+samples of all rounds are pooled. Prints, with each target:
+- custom / ORT end-to-end median (and min, less sensitive to a busy machine), 1 thread and
+  all threads;
+- custom / ORT per category (attention, fc, layernorm, gelu), from each route's own profile;
+- fp32 GEMM GFLOP/s (mobilebert FFN shape, 1 thread) / FMA peak, both from kernel_bench;
+- fused / unfused custom end-to-end and FFN block (plan ops under /ffn/);
+- fk_exec binary size / ORT shared library size; peak RSS (VmHWM) custom / ORT.
+This is a measurement, not a test: on a busy shared machine the ratios move by 10-20 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import onnxruntime
+
+from farm.build.custom import build_executor, compile_plan
+from farm.build.custom.executor_build import build_kernel_bench
+from farm.build.models import build_model, write_inputs
+from farm.paths import REPO_ROOT, state_dir
+
+VARIANTS = {"fp32": None, "int8-dynamic": None, "int4": None}
+TARGET_E2E = {"fp32": 1.0, "int8-dynamic": 0.85, "int4": 0.85}
+CATS = ("attention", "fc", "layernorm", "gelu")
+
+
+def run_route(argv: list[str], request: dict, tmp: Path, tag: str) -> dict:
+    req = tmp / f"{tag.replace('/', '-')}.json"
+    req.write_text(json.dumps(request))
+    proc = subprocess.run([*argv, "--request", str(req)], capture_output=True, text=True,
+                          timeout=900)
+    events: dict = {"samples": []}
+    for line in proc.stdout.splitlines():
+        ev = json.loads(line)
+        if ev["ev"] == "samples":
+            events["samples"] += ev["ms"]
+        else:
+            events[ev["ev"]] = ev
+    if proc.returncode or "error" in events:
+        sys.exit(f"{tag} failed: {events.get('error')} {proc.stderr[-2000:]}")
+    return events
+
+
+def request(route: str, model: Path, inputs: Path, threads: int, min_time: float,
+            options: dict, profile: int) -> dict:
+    return {"route": route, "model": str(model), "inputs": str(inputs), "outputs": None,
+            "threads": threads, "options": options, "profile_runs": profile,
+            "policy": {"warmup_runs": 3, "warmup_min_s": 0.5, "min_runs": 10,
+                       "min_time_s": min_time, "max_time_s": 10 * min_time}}
+
+
+def ffn_ms(ev: dict) -> float:
+    return sum(n["ms"] for n in ev["ops"]["nodes"] if "/ffn/" in n["name"])
+
+
+def ort_library_bytes() -> tuple[int, str]:
+    capi = Path(onnxruntime.__file__).parent / "capi"
+    libs = sorted(capi.glob("*.so*"), key=lambda p: p.stat().st_size)
+    return libs[-1].stat().st_size, libs[-1].name
+
+
+def line(label: str, value: float, target: float | None, higher_is_better: bool = False) -> None:
+    ok = "" if target is None else (
+        "ok" if (value >= target if higher_is_better else value <= target) else "MISS")
+    tgt = "" if target is None else f"{'>=' if higher_is_better else '<='} {target:.2f}"
+    print(f"  {label:<44} {value:8.3f}   {tgt:<8} {ok}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="mobilebert")
+    ap.add_argument("--min-time", type=float, default=2.0, help="seconds of samples per run")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating ORT/custom rounds")
+    args = ap.parse_args()
+    nproc = os.cpu_count() or 1
+    work = state_dir() / "bench-custom"
+    exe = build_executor("x86_64", work / "bin")
+    bench = build_kernel_bench("x86_64", work / "bin")
+    ort_runner = [sys.executable, str(REPO_ROOT / "agents" / "runners" / "ort_runner.py")]
+    print(f"custom vs ORT {onnxruntime.__version__}, preset {args.preset}, {nproc} cores, "
+          f"executor {exe.name}")
+    results: dict[str, dict] = {}
+    jobs = []
+    for variant in VARIANTS:
+        model = build_model(args.preset, variant, work / "models").path
+        plan = work / f"{args.preset}-{variant}.plan"
+        compile_plan(model, plan)
+        inputs = write_inputs(model, 0, work / "inputs")
+        for threads in sorted({1, nproc}):
+            jobs.append((f"{variant}/{threads}", "ort", ort_runner, model, inputs, threads,
+                         {"opt_level": "all"}))
+            jobs.append((f"{variant}/{threads}", "custom", [str(exe)], plan, inputs, threads,
+                         {"fused": True}))
+        if variant == "fp32":
+            jobs.append(("unfused", "custom", [str(exe)], plan, inputs, 1, {"fused": False}))
+    with tempfile.TemporaryDirectory() as td:
+        for rnd in range(args.rounds):
+            for key, route, argv, model, inputs, threads, opts in jobs:
+                req = request(route, model, inputs, threads, args.min_time, opts,
+                              profile=5 if rnd == 0 else 0)
+                ev = run_route(argv, req, Path(td), f"{route}-{key}-{rnd}")
+                slot = results.setdefault(key, {}).setdefault(route, {"samples": []})
+                slot["samples"] += ev["samples"]
+                for kind in ("ops", "memory"):
+                    slot.setdefault(kind, ev.get(kind))
+    results["unfused"] = results["unfused"]["custom"]
+    peak = gemm = 0.0
+    for _ in range(3):  # best of three: the machine may be shared
+        kb = [json.loads(x) for x in subprocess.run(
+            [str(bench), "auto", "128", "2048", "128"], capture_output=True, text=True,
+            check=True).stdout.splitlines() if x.startswith("{")]
+        peak = max(peak, next(k["gflops"] for k in kb if k["kernel"] == "fma_peak"))
+        gemm = max(gemm, next(k["gflops"] for k in kb if k["kernel"] == "gemm_f32"))
+
+    med = statistics.median
+    print("\nend to end, median ms (custom / ORT):")
+    for key, r in results.items():
+        if key == "unfused":
+            continue
+        cs, os_ = r["custom"]["samples"], r["ort"]["samples"]
+        cm, om = med(cs), med(os_)
+        line(f"{key:<16} custom {cm:7.2f} ort {om:7.2f} (min {min(cs) / min(os_):.2f})",
+             cm / om, TARGET_E2E[key.split("/")[0]])
+    print("\nper category, profiled ms (custom / ORT), 1 thread:")
+    for variant in VARIANTS:
+        r = results[f"{variant}/1"]
+        for cat in CATS:
+            cm = r["custom"]["ops"]["categories"][cat]
+            om = r["ort"]["ops"]["categories"].get(cat, 0.0)
+            if om > 0:
+                line(f"{variant:<13} {cat:<10} {cm:7.2f} / {om:7.2f}", cm / om, 1.0)
+            else:
+                print(f"  {variant:<13} {cat:<10} {cm:7.2f} / {om:7.2f}  (ORT has none)")
+    print("\nkernels (1 thread, kernel_bench):")
+    line(f"fp32 GEMM 128x2048x128 {gemm:.1f} GFLOP/s / FMA peak {peak:.1f}", gemm / peak, 0.7,
+         higher_is_better=True)
+    fused, unfused = results["fp32/1"]["custom"], results["unfused"]
+    print("\nfusion (fp32, 1 thread, fused / unfused):")
+    line("end to end", med(fused["samples"]) / med(unfused["samples"]), None)
+    line(f"FFN block {ffn_ms(fused):.2f} / {ffn_ms(unfused):.2f} ms",
+         ffn_ms(fused) / ffn_ms(unfused), 0.6)
+    lib_bytes, lib_name = ort_library_bytes()
+    print("\nfootprint:")
+    line(f"fk_exec {exe.stat().st_size / 1e6:.2f} MB / {lib_name} {lib_bytes / 1e6:.1f} MB",
+         exe.stat().st_size / lib_bytes, 0.05)
+    r = results["fp32/1"]
+    cm, om = r["custom"]["memory"]["vmhwm_kb"], r["ort"]["memory"]["vmhwm_kb"]
+    line(f"peak RSS fp32 1 thread {cm / 1024:.1f} MB / {om / 1024:.1f} MB", cm / om, 0.8)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
