@@ -353,6 +353,19 @@ def check_providers(nodes, requested, allow_fallback):
     return counts
 
 
+def runtime_bytes(ort):
+    """Bytes of ORT's native libraries on this device (the runtime a shipped app carries)."""
+    capi = os.path.join(os.path.dirname(ort.__file__), "capi")
+    total = 0
+    try:
+        for name in os.listdir(capi):
+            if ".so" in name or name.endswith(".pyd") or name.endswith(".dylib"):
+                total += os.path.getsize(os.path.join(capi, name))
+    except OSError:
+        return None
+    return total
+
+
 def run(request, emit, info):
     """The whole route; `info` collects route facts as they become known (emitted by main)."""
     import numpy as np
@@ -364,7 +377,8 @@ def run(request, emit, info):
     info.update({"ort_version": ort.__version__, "python": sys.version.split()[0],
                  "providers_available": ort.get_available_providers(), "provider": provider,
                  "opt_level": options.get("opt_level", "all"),
-                 "threads": request.get("threads")})
+                 "threads": request.get("threads"),
+                 "runtime_bytes": runtime_bytes(ort)})
     ftns, categories = _ftns(), _categories()
 
     t0 = time.perf_counter()

@@ -14,7 +14,35 @@ from typing import Any
 from farm.bench.stats import DEFAULT_N_BOOT
 from farm.errors import UsageError
 
-KNOWN_ROUTES = ("ort", "tvm", "custom")
+BASE_ROUTES = ("ort", "tvm", "custom")
+# a route key is a route, or a route with fusion turned off for the fusion experiment:
+# ORT with graph optimisations disabled, TVM built without FuseOps/FuseTIR, the custom
+# executor running every op separately with materialised intermediates
+UNFUSED = "-unfused"
+KNOWN_ROUTES = (*BASE_ROUTES, *(r + UNFUSED for r in BASE_ROUTES))
+
+
+def base_route(route_key: str) -> str:
+    """`ort-unfused` -> `ort` (the runner and the record's `route`)."""
+    return route_key.removesuffix(UNFUSED)
+
+
+def is_unfused(route_key: str) -> bool:
+    return route_key.endswith(UNFUSED)
+
+
+def route_key_of(record: dict[str, Any]) -> str:
+    """The route key a stored record was measured under (inverse of `fusion_flags`)."""
+    flags = record.get("build_flags") or {}
+    off = flags.get("fusion") is False or flags.get("opt_level") == "disable"
+    return record["route"] + (UNFUSED if off else "")
+
+
+def fusion_flags(route_key: str) -> dict[str, Any]:
+    """The build_flags that name a route key's fusion setting in its records."""
+    if base_route(route_key) == "ort":
+        return {"opt_level": "disable" if is_unfused(route_key) else "all"}
+    return {"fusion": not is_unfused(route_key)}
 
 
 @dataclass(frozen=True)

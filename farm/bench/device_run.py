@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.bench.config import BenchConfig
+from farm.bench.config import BenchConfig, base_route, fusion_flags, route_key_of
 from farm.bench.lease import DeviceLease
 from farm.bench.prepare import Prepared, agent_artifact, device_bundle
 from farm.bench.records import RouteOutcome, make_record
@@ -84,7 +84,7 @@ class DeviceRun:
         self._tmp = Path(tempfile.mkdtemp(prefix=f"farm-{device.name}-"))
         # resume: what an earlier attempt of this run already kept for this device
         self.prior = prior or []
-        self.kept = {r["route"] for r in self.prior if r["status"] in KEPT}
+        self.kept = {route_key_of(r) for r in self.prior if r["status"] in KEPT}
         self.plans: dict[str, RoutePlan] = {}
 
     def emit(self, event: str, **fields: Any) -> None:
@@ -164,7 +164,8 @@ class DeviceRun:
         for route in self.config.routes:
             if route in done:
                 continue
-            cap = routes.get(route) or {"ok": False, "reason": "agent does not know it"}
+            cap = routes.get(base_route(route)) or {"ok": False,
+                                                    "reason": "agent does not know it"}
             if cap.get("ok"):
                 available.append(route)
             else:
@@ -182,7 +183,7 @@ class DeviceRun:
                 raise Interrupted
             current[0] = route
             try:
-                self._run_route(route, routes[route]["runner"], outcomes[route], index,
+                self._run_route(route, routes[base_route(route)]["runner"], outcomes[route], index,
                                 len(order))
             except RouteFailed as exc:
                 if self.stop.is_set():  # cancelled by Ctrl-C, not a failure of the route
@@ -201,7 +202,7 @@ class DeviceRun:
     # -- one route -----------------------------------------------------------------------
     def request(self, route: str) -> dict[str, Any]:
         wd, p, plan = self.device.workdir, self.prepared, self.plans[route]
-        return {"route": route, "model": f"{wd}/{plan.model_remote}",
+        return {"route": base_route(route), "model": f"{wd}/{plan.model_remote}",
                 "inputs": f"{wd}/{p.inputs_artifact.remote}",
                 "outputs": f"{wd}/out/{self.run_id}/{route}.ftns",
                 "threads": self.config.threads, "options": dict(plan.options),
@@ -280,16 +281,17 @@ class DeviceRun:
         drift = None
         if out is not None and (out.state_before or out.state_after):
             drift = drift_flags(out.state_before, out.state_after)
+        flags = {**fusion_flags(route),
+                 **(self.plans[route].build_flags if route in self.plans else {})}
         record = make_record(
-            run_id=self.run_id, device=self.device, hello=self.hello, route=route,
+            run_id=self.run_id, device=self.device, hello=self.hello, route=base_route(route),
             config=self.config, model_label=self.prepared.model_label,
             model_hash=self.prepared.model.sha256, status=status, detail=detail, outcome=out,
             accuracy=accuracy, drift=drift,
-            build_flags=self.plans[route].build_flags if route in self.plans else None,
-            sizes={"weights": self.prepared.model_artifact.size})
+            build_flags=flags, sizes=self._sizes(route, out))
         stored = self.store.add(record)
         self.written.append(stored)
-        old = [r for r in self.prior if r["route"] == route and r["status"] == FAILED]
+        old = [r for r in self.prior if route_key_of(r) == route and r["status"] == FAILED]
         if old:  # resume: the earlier failure of this route is history now
             self.store.set_status([r["record_id"] for r in old], FAILED,
                                   f"superseded by record {stored['record_id']} (--resume): "
@@ -297,6 +299,17 @@ class DeviceRun:
         self.emit("route_done", route=route, status=status, detail=detail,
                   n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"],
                   drift=list(drift or []))
+
+    def _sizes(self, route: str, out: RouteOutcome | None) -> dict[str, Any]:
+        """Bytes the route needs on the device: runtime + compiled code + model weights
+        (the host knows its build outputs; a runner may report its runtime as measured on
+        the device, which then wins)."""
+        plan = self.plans.get(route)
+        sizes = dict(plan.sizes) if plan and plan.sizes else {}
+        if out is not None and isinstance(out.info.get("runtime_bytes"), int):
+            sizes["runtime"] = out.info["runtime_bytes"]
+        sizes.setdefault("weights", self.prepared.model_artifact.size)
+        return sizes
 
     # -- failure and end -----------------------------------------------------------------
     def _device_failed(self, exc: BaseException, done: set[str], current: str | None) -> None:

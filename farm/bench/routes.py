@@ -9,8 +9,12 @@ runner request names as `"model"`, route options, and build facts for the record
 * tvm – `farm.build.tvm.build_tvm` compiles the model for the device's target (cached by
   content), deployed as `artifacts/<sha12>-tvm-<key12>.so` plus its sidecar `<lib>.json`;
   the runtime-only runner (`build_runner(arch)`) goes to `runners/tvm-<arch>/`.
-* custom – the executor and its plan are deployed by the custom route's own build; the
-  request names the ONNX model and the agent reports whether an executor is present.
+* custom – `farm.build.custom` compiles the model into a plan (cached by model and
+  compiler source) deployed as `artifacts/<sha12>-<name>.plan`; the static executor for
+  the device's arch goes to `runners/custom-<arch>/fk_exec`; the request names the plan
+  and `options.fused` (0 for the unfused key).
+* `<route>-unfused` keys: ORT with `opt_level: disable`, TVM built with fusion off, the
+  executor run with every op separate (`fused: 0`) on the same plan.
 
 A build that cannot be made (e.g. an operator TVM's frontend lacks) raises BuildError; the
 bench records the route `unavailable` with that message. Builds are serialised: two devices
@@ -20,13 +24,16 @@ of the same target would otherwise compile the same cache entry at once.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from farm.bench.config import base_route, is_unfused
 from farm.bench.prepare import Prepared
 from farm.build.registry import Artifact, make_artifact
 from farm.inventory.device import Device
+from farm.paths import state_dir
 
 _BUILD_LOCK = threading.Lock()
 ORT_OPTIONS = {"provider": "CPUExecutionProvider", "opt_level": "all"}
@@ -39,22 +46,37 @@ class RoutePlan:
     artifacts: tuple[Artifact, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
     build_flags: dict[str, Any] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)  # runtime, code, weights (bytes)
 
 
-def plan_route(route: str, device: Device, prepared: Prepared) -> RoutePlan:
+def plan_route(route_key: str, device: Device, prepared: Prepared) -> RoutePlan:
+    """Plan a route key (`ort`, `tvm-unfused`, …; see `farm.bench.config`)."""
+    route, fused = base_route(route_key), not is_unfused(route_key)
     if route == "tvm":
         with _BUILD_LOCK:
-            return _plan_tvm(device, prepared)
-    if route == "ort":
-        return RoutePlan("ort", prepared.model_artifact.remote, options=dict(ORT_OPTIONS))
-    return RoutePlan(route, prepared.model_artifact.remote)
+            return _plan_tvm(device, prepared, fused)
+    if route == "custom":
+        with _BUILD_LOCK:
+            return _plan_custom(device, prepared, fused)
+    options = {**ORT_OPTIONS, "opt_level": "all" if fused else "disable"}
+    return RoutePlan("ort", prepared.model_artifact.remote, options=options,
+                     sizes={"code": 0, "weights": prepared.model_artifact.size})
 
 
-def _plan_tvm(device: Device, prepared: Prepared) -> RoutePlan:
+def weight_bytes(model_path: Path) -> int:
+    """Bytes of the model's initializers (its weights), as stored in the ONNX file."""
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    return sum(len(t.raw_data) or onnx.numpy_helper.to_array(t).nbytes
+               for t in model.graph.initializer)
+
+
+def _plan_tvm(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
     from farm.build.tvm.builder import build_tvm
     from farm.build.tvm.runner_build import build_runner
 
-    art = build_tvm(prepared.model.path, device)
+    art = build_tvm(prepared.model.path, device, fusion=fused)
     lib = make_artifact("tvm-lib", art.path, "artifacts", target=device.arch,
                         name=f"tvm-{art.key[:12]}.so")
     items = [lib]
@@ -67,6 +89,29 @@ def _plan_tvm(device: Device, prepared: Prepared) -> RoutePlan:
     counts: dict[str, int] = {}
     for source in art.schedule_sources.values():
         counts[source] = counts.get(source, 0) + 1
+    # Relax binds the weights as constants inside the library: split its size honestly
+    weights = min(weight_bytes(prepared.model.path), art.size_bytes)
+    runtime = sum(f.stat().st_size for f in (bundle.binary, *bundle.libs))
     return RoutePlan("tvm", lib.remote, tuple(items),
                      build_flags={"tvm_key": art.key[:12], "target": art.target,
-                                  "schedule_counts": counts, "build_s": art.build_s})
+                                  "schedule_counts": counts, "build_s": art.build_s},
+                     sizes={"runtime": runtime, "code": art.size_bytes - weights,
+                            "weights": weights})
+
+
+def _plan_custom(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
+    """The plan (weights in kernel layout, fusion decided) and the static executor."""
+    from farm.build.custom import build_executor
+    from farm.build.custom.cache import cached_plan
+
+    started = time.perf_counter()
+    plan_path, info = cached_plan(prepared.model.path)
+    executor = build_executor(device.arch, state_dir() / "artifacts" / "custom")
+    build_s = time.perf_counter() - started
+    plan = make_artifact("plan", plan_path, "artifacts", target="any")
+    binary = make_artifact("executor", executor, f"runners/custom-{device.arch}",
+                           target=device.arch, name="fk_exec", content_name=False)
+    return RoutePlan("custom", plan.remote, (plan, binary), options={"fused": int(fused)},
+                     build_flags={"plan_ops": info["n_ops"], "plan_key": plan.sha256[:12],
+                                  "build_s": round(build_s, 3)},
+                     sizes={"runtime": binary.size, "code": 0, "weights": plan.size})

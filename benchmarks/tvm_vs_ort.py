@@ -1,0 +1,116 @@
+"""TVM (default build, tuned build) vs ONNX Runtime on `local`, end to end, in one run.
+
+    .venv/bin/python benchmarks/tvm_vs_ort.py --model mini --threads 1 2 \
+        --trials 160 --time-budget 600 --out bench-tvm-vs-ort.json
+
+Every configuration runs in a fresh process through its route runner (the same JSON-lines
+contract the agent uses): ORT via agents/runners/ort_runner.py (graph optimisations ALL),
+TVM via the runtime-only C++ runner. Reported: median and p10/p90 of the steady-state
+samples, TVM/ORT ratios, peak RSS of each runner, and the tuning time. Targets from
+issue 4: default build ≤ 3× ORT, tuned (≤ 10 min of tuning) ≤ 1.2× ORT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from farm.build.models import resolve_model  # noqa: E402
+from farm.build.models.inputs import ftns_module, make_inputs  # noqa: E402
+from farm.build.tvm import build_runner, build_tvm, tune_tvm  # noqa: E402
+from farm.inventory.builtin import local_device  # noqa: E402
+
+POLICY = {"warmup_runs": 5, "warmup_min_s": 1.0, "min_runs": 30, "min_time_s": 5.0,
+          "max_time_s": 30.0}
+
+
+def run_runner(argv: list[str], request: dict, work: Path) -> dict:
+    req = work / f"req-{time.monotonic_ns()}.json"
+    req.write_text(json.dumps(request))
+    proc = subprocess.run([*argv, "--request", str(req)], capture_output=True, text=True,
+                          timeout=600, check=False)
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or events[-1]["ev"] != "done":
+        raise SystemExit(f"runner {argv} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    samples = [ms for e in events if e["ev"] == "samples" for ms in e["ms"]]
+    memory = next(e for e in events if e["ev"] == "memory")
+    ops = next((e for e in events if e["ev"] == "ops"), None)
+    return {"median_ms": float(np.median(samples)), "p10_ms": float(np.percentile(samples, 10)),
+            "p90_ms": float(np.percentile(samples, 90)), "runs": len(samples),
+            "vmhwm_mb": round(memory["vmhwm_kb"] / 1024, 1),
+            "categories": ops["categories"] if ops else None}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="mini")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--trials", type=int, default=160)
+    parser.add_argument("--time-budget", type=float, default=600.0)
+    parser.add_argument("--skip-tune", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    device = local_device()
+    model = resolve_model(args.model)
+    work = Path(tempfile.mkdtemp(prefix="tvm-vs-ort-"))
+    inputs = work / "inputs.ftns"
+    ftns_module().write(str(inputs), make_inputs(model.path))
+    runner = build_runner()
+    ort_argv = [sys.executable, str(REPO / "agents" / "runners" / "ort_runner.py")]
+
+    builds = {"tvm-default": build_tvm(model.path, device, use_tuning=False)}
+    tuning = None
+    if not args.skip_tune:
+        started = time.monotonic()
+        result = tune_tvm(model.path, device, trials=args.trials,
+                          time_budget_s=args.time_budget,
+                          progress=lambda d, t: print(f"  tuning {d}/{t}", file=sys.stderr))
+        tuning = {"measured": result.measured, "seconds": round(time.monotonic() - started, 1),
+                  "database_total_trials": result.total_trials,
+                  "database_total_seconds": result.total_seconds,
+                  "budget_spent": result.budget_spent}
+        builds["tvm-tuned"] = build_tvm(model.path, device)
+
+    rows = []
+    for threads in args.threads:
+        base = {"inputs": str(inputs), "threads": threads, "policy": POLICY, "profile_runs": 1}
+        ort = run_runner(ort_argv, {**base, "route": "ort", "model": str(model.path),
+                                    "outputs": str(work / "ort.ftns"),
+                                    "options": {"opt_level": "all"}}, work)
+        rows.append({"config": "ort", "threads": threads, **ort, "ratio": 1.0})
+        for name, art in builds.items():
+            tvm = run_runner([str(runner.binary)], {**base, "route": "tvm",
+                                                    "model": str(art.path),
+                                                    "outputs": str(work / f"{name}.ftns"),
+                                                    "options": {}}, work)
+            rows.append({"config": name, "threads": threads, **tvm,
+                         "ratio": round(tvm["median_ms"] / ort["median_ms"], 2)})
+    print(f"model {model.name} ({model.path.name}), host {device.description}")
+    print(f"{'config':<12} {'thr':>3} {'median ms':>10} {'p10':>8} {'p90':>8} "
+          f"{'x ORT':>6} {'peak MB':>8}")
+    for r in rows:
+        print(f"{r['config']:<12} {r['threads']:>3} {r['median_ms']:>10.2f} {r['p10_ms']:>8.2f} "
+              f"{r['p90_ms']:>8.2f} {r['ratio']:>6.2f} {r['vmhwm_mb']:>8.1f}")
+    if tuning:
+        print(f"tuning: {tuning['measured']} candidates in {tuning['seconds']} s")
+    report = {"model": model.name, "rows": rows, "tuning": tuning,
+              "schedules": {n: dict(__import__("collections").Counter(
+                  a.schedule_sources.values())) for n, a in builds.items()}}
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
