@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import threading
 import time
@@ -74,25 +73,18 @@ def test_bench_ort_on_local(tmp_path: Path) -> None:
     assert ort["state_before"] and ort["state_after"] and isinstance(ort["drift"], list)
     assert len(ort["agent_hash"]) == 64 and ort["cpu_info"]["cores"] >= 1
     assert ort["policy"]["min_runs"] == 20 and ort["policy"]["seed"] == 0
-    assert by_route["custom"]["status"] == "unavailable"
-    assert "no custom executor" in by_route["custom"]["status_detail"]
+    custom = by_route["custom"]  # built, deployed and run by the bench itself
+    assert custom["status"] == "ok", custom["status_detail"]
+    assert custom["accuracy"]["cross_routes"] or ort["accuracy"]["cross_routes"]
+    assert set(custom["sizes"]) == {"runtime", "code", "weights"}
     kinds = [e["event"] for e in events if e["device"] == dev.name]
     assert kinds[0] == "phase" and kinds[-1] == "device_done"
     assert "samples" in kinds and "route_done" in kinds
     assert not agents_running(dev.workdir)
 
 
-def second_route(dev: Device) -> None:
-    """A real second route: the ORT runner deployed as the custom route's runner."""
-    runners = Path(dev.workdir) / "runners"
-    runners.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "agents" / "runners" / "ort_runner.py", runners / "custom_runner.py")
-
-
 def test_device_failing_mid_run_fails_alone(tmp_path: Path) -> None:
     good, bad = device(tmp_path, "good"), device(tmp_path, "bad")
-    second_route(good)
-    second_route(bad)
     slow = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=1.5, max_time_s=6.0)
     config = BenchConfig(routes=("ort", "custom"), policy=slow, pause_s=0.0, profile_runs=1)
     killed = threading.Event()
@@ -237,24 +229,23 @@ def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None
         assert store.integrity_check().ok
 
 
-# A route that computes wrong numbers (the fault injected: the real ORT runner whose
-# outputs are shifted by 0.5 before they are written) must be `invalid`, whatever its speed.
+# A route that computes wrong numbers (the fault injected: the real custom executor whose
+# outputs file is shifted by 0.5 after it is written) must be `invalid`, whatever its speed.
 WRONG_ROUTE = '''
-import importlib.util, os, sys
+import json, os, platform, subprocess, sys
 here = os.path.dirname(os.path.abspath(__file__))
-spec = importlib.util.spec_from_file_location("ort_runner", os.path.join(here, "ort_runner.py"))
-runner = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(runner)
-real = runner._ftns
-class Shifted(object):
-    def __init__(self, module):
-        self.module = module
-    def __getattr__(self, name):
-        return getattr(self.module, name)
-    def write(self, path, tensors):
-        self.module.write(path, dict((k, v + 0.5) for k, v in tensors.items()))
-runner._ftns = lambda: Shifted(real())
-sys.exit(runner.main())
+sys.path.insert(0, here)
+import ftns
+exe = os.path.join(here, "custom-" + platform.machine(), "fk_exec")
+proc = subprocess.Popen([exe] + sys.argv[1:], stdout=subprocess.PIPE, text=True)
+for line in proc.stdout:
+    event = json.loads(line)
+    if event.get("ev") == "outputs":
+        tensors = dict(ftns.read(event["file"]))
+        ftns.write(event["file"], dict((k, v + 0.5) for k, v in tensors.items()))
+    sys.stdout.write(line)
+    sys.stdout.flush()
+sys.exit(proc.wait())
 '''
 
 

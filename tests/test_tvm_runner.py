@@ -21,7 +21,7 @@ from farm.build.models.encoder import build_encoder
 from farm.build.models.inputs import ftns_module, make_inputs
 from farm.inventory.builtin import local_device
 from farm.inventory.device import Device
-from farm.paths import agents_dir
+from farm.paths import REPO_ROOT, agents_dir
 
 pytestmark = [pytest.mark.tvm, pytest.mark.slow]
 POLICY = {"warmup_runs": 2, "warmup_min_s": 0.0, "min_runs": 5, "min_time_s": 0.0,
@@ -91,12 +91,16 @@ def check_events(lines: list[str], out: Path, expected: np.ndarray, atol: float)
 
 
 def test_runner_local_matches_ort_and_reports_runtime_only_memory(tiny, tmp_path: Path) -> None:
+    from farm.build.registry import for_target
     from farm.build.tvm import build_tvm
     from farm.build.tvm.runner_build import build_runner
 
     model, inputs, expected = tiny
     art = build_tvm(model, local_device())
     bundle = build_runner()
+    remotes = {a.remote for a in for_target(bundle.arch)}
+    assert {f"runners/tvm-{bundle.arch}/{name}"
+            for name in ("tvm_runner", "libtvm_runtime.so", "libtvm_ffi.so")} <= remotes
     runners = deploy_like(bundle.directory, art.path, art.meta_path, bundle.arch, tmp_path)
     req = request(tmp_path, inputs)
     proc = subprocess.run([sys.executable, str(runners / "tvm_runner.py"), "--request",
@@ -131,9 +135,14 @@ def test_runner_bad_request_is_an_error_event(tmp_path: Path) -> None:
 
 
 def _aarch64_sysroot() -> Path | None:
-    for candidate in (os.environ.get("FARM_AARCH64_SYSROOT"), "/usr/aarch64-linux-gnu"):
-        if candidate and (Path(candidate) / "lib" / "libstdc++.so.6").exists():
-            return Path(candidate)
+    """The lab's sysroot (scripts/make_sysroot.sh), else the cross toolchain's libraries."""
+    candidates = [os.environ.get("FARM_SYSROOT"), str(REPO_ROOT / ".farm" / "sysroot-aarch64"),
+                  "/usr/aarch64-linux-gnu"]
+    for candidate in filter(None, candidates):
+        root = Path(candidate)
+        if any((root / d / "libstdc++.so.6").exists()
+               for d in ("lib", "usr/lib/aarch64-linux-gnu", "lib/aarch64-linux-gnu")):
+            return root
     return None
 
 

@@ -54,6 +54,13 @@ int main(int argc, char **argv) {
     double flops = 2.0 * M * N * K;
     t = BEST(k->gemm_f32(&g, 0, M, 0, N));
     printf("{\"kernel\": \"gemm_f32\", \"table\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": %.2f}\n", k->name, M, N, K, flops / t / 1e9);
+    g.epi = FK_EPI_BIAS_GELU;
+    t = BEST(k->gemm_f32(&g, 0, M, 0, N));
+    printf("{\"kernel\": \"gemm_f32_gelu\", \"table\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": %.2f}\n", k->name, M, N, K, flops / t / 1e9);
+    float *gx = fill((size_t)M * N);
+    for (size_t i = 0; i < (size_t)M * N; i++) gx[i] *= 8.0f;
+    t = BEST(k->gelu_f32(M * N, gx, c));
+    printf("{\"kernel\": \"gelu_f32\", \"table\": \"%s\", \"n\": %d, \"ns_per_elem\": %.3f}\n", k->name, M * N, t / (M * N) * 1e9);
 
     int8_t *aq = malloc((size_t)M * K), *wq = malloc((size_t)N * K);
     float *as = fill(M), *ws = fill(N);

@@ -243,8 +243,7 @@ def remote_vm_run(remote: Any, lib_path: Path, inputs: list[Any], *, number: int
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
     phases["load_s"] = time.monotonic() - started
     result = vm["main"](*args)
-    items = result if isinstance(result, tvm.runtime.Tensor) is False and \
-        hasattr(result, "__len__") else [result]
+    items = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)
     outputs = [item.numpy() for item in items]
     timer = vm.time_evaluator("main", dev, number=number, repeat=repeat,
                               min_repeat_ms=min_repeat_ms)

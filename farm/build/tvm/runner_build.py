@@ -3,7 +3,8 @@
 The runner links libtvm_runtime + libtvm_ffi only (no compiler library, which `import tvm`
 loads: ~200 MB), so its peak memory is the TVM runtime's. Output: a self-contained directory
 `.farm/runners/tvm/<arch>-<hash>/` with `tvm_runner` and both libraries (rpath `$ORIGIN`),
-ready to be copied to a device's `runners/` dir as a unit.
+ready to be copied to a device's `runners/` dir as a unit; `build_runner` also lists the
+three files in the build registry as `runners/tvm-<arch>/<name>` for `farm deploy`.
 
 Libraries come from the installed wheels for the host arch; for another arch (aarch64 on
 an x86-64 host) the matching `apache-tvm`/`apache-tvm-ffi` wheels are fetched once with
@@ -26,6 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from farm.build import registry
 from farm.errors import BuildError
 from farm.paths import agents_dir, state_dir
 
@@ -125,7 +127,7 @@ def build_runner(arch: str | None = None) -> RunnerBundle:
     binary = directory / "tvm_runner"
     bundle = RunnerBundle(arch, directory, binary, tuple(directory / lib for lib in LIBS))
     if binary.is_file() and all(p.is_file() for p in bundle.libs):
-        return bundle
+        return _register(bundle)
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -144,4 +146,13 @@ def build_runner(arch: str | None = None) -> RunnerBundle:
         raise BuildError(f"compiling {source.name} for {arch} failed:\n{proc.stderr[-2000:]}")
     shutil.rmtree(directory, ignore_errors=True)
     tmp.replace(directory)
+    return _register(bundle)
+
+
+def _register(bundle: RunnerBundle) -> RunnerBundle:
+    """List the runner directory for `farm deploy`: `runners/tvm-<arch>/` under fixed names
+    (the binary finds its libraries through rpath $ORIGIN; the binary must stay executable)."""
+    for path in (bundle.binary, *bundle.libs):
+        registry.register(registry.make_artifact("runner", path, f"runners/tvm-{bundle.arch}",
+                                                  target=bundle.arch, content_name=False))
     return bundle
