@@ -4,7 +4,7 @@ outputs every route is checked against, and what each device must receive.
 `prepare(config)` builds (or finds in the cache) the model and the fp32 model, writes the
 inputs as FTNS, and runs the fp32 model once with ONNX Runtime on the host: those
 outputs are the reference. `device_bundle(device, prepared)` is the deploy list: the
-agent, runners and registered artifacts (`farm.deploy.bundle_for`) plus the model under
+agent and runners (`farm.deploy.bundle_for`, without the build registry) plus the model under
 `models/<sha12>-<name>.onnx` and the inputs under `inputs/<sha12>.ftns`.
 """
 
@@ -71,7 +71,7 @@ def prepare(config: BenchConfig, cache_dir: Path | None = None) -> Prepared:
 
 
 def device_bundle(device: Device, prepared: Prepared) -> list[Artifact]:
-    items = bundle_for(device)
+    items = bundle_for(device, registered=False)  # the routes add what they run
     have = {a.remote for a in items}
     # the ORT runner maps ops to categories with farm/bench/categories.py, shipped beside it
     categories = make_artifact("runner", Path(__file__).with_name("categories.py"), "runners",

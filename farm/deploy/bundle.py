@@ -28,13 +28,17 @@ def runner_artifacts() -> list[Artifact]:
             for f in files if f.is_file()]
 
 
-def bundle_for(device: Device, extra: list[Path] | None = None) -> list[Artifact]:
-    """Everything `farm deploy` pushes to `device`, in upload order (agent first)."""
+def bundle_for(device: Device, extra: list[Path] | None = None, *,
+               registered: bool = True) -> list[Artifact]:
+    """Everything `farm deploy` pushes to `device`, in upload order (agent first).
+
+    `registered=False` leaves out the build registry (a bench adds just what it runs)."""
     items: list[Artifact] = []
     if (agents_dir() / AGENT_FILE).is_file():
         items.append(agent_artifact())
     items.extend(runner_artifacts())
-    items.extend(for_target(device.arch))
+    if registered:
+        items.extend(for_target(device.arch))
     items.extend(make_artifact("file", p, "artifacts") for p in (extra or []))
     seen: set[str] = set()
     unique = []

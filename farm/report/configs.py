@@ -4,7 +4,8 @@ Contract:
 
 * A *configuration* is (device, route, model, variant, threads, config flags). The config
   flags are the record's `build_flags` minus the keys that describe what a build cost,
-  where it lives or what was observed rather than what was asked for (`is_cost_key`:
+  where it lives or what was observed rather than what was asked for (`is_cost_key` in
+  `farm.results.config_flags`, e.g.
   `*_s`, `*_utc`, `*_sha256`, `*_hash`, `*_path`, `artifact*`, `*_version`, `*_count`,
   `*_providers`, `*_available`, `route`, `python`, `nodes`).
   Records of one configuration in the given runs (interleaved repeats) are pooled: their

@@ -141,15 +141,33 @@ double fk_json_num(const fk_json *j, const char *path, double fallback) {
     return end == v ? fallback : d;
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 if the bytes are not valid UTF-8. */
+static int utf8_len(const unsigned char *s) {
+    int n = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
 void fk_json_quote(const char *s, char *buf, size_t len) {
     size_t n = 0;
     if (len < 3) return;
     buf[n++] = '"';
-    for (; *s && n + 8 < len; s++) {
-        unsigned char c = (unsigned char)*s;
+    for (const unsigned char *p = (const unsigned char *)s; *p && n + 8 < len; p++) {
+        unsigned char c = *p;
         if (c == '"' || c == '\\') buf[n++] = '\\', buf[n++] = (char)c;
         else if (c < 0x20) n += (size_t)snprintf(buf + n, len - n, "\\u%04x", c);
-        else buf[n++] = (char)c;
+        else if (c < 0x80) buf[n++] = (char)c;
+        else {
+            /* Names come from files and may be damaged: pass valid UTF-8, replace the rest. */
+            int k = utf8_len(p);
+            if (k == 0) {
+                buf[n++] = '?';
+            } else {
+                for (int i = 0; i < k; i++) buf[n++] = (char)p[i];
+                p += k - 1;
+            }
+        }
     }
     buf[n++] = '"';
     buf[n] = 0;

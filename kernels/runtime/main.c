@@ -25,7 +25,7 @@ static void emit_error(const char *msg) {
     fk_json_quote(msg, q, sizeof q);
     printf("{\"ev\": \"error\", \"message\": %s}\n", q);
     fflush(stdout);
-    fprintf(stderr, "fk_exec: %s\n", msg);
+    fprintf(stderr, "fk_exec: %s\n", q); /* quoted: damaged names are sanitised there */
 }
 
 static int die(const char *msg) {

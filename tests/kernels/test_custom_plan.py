@@ -14,6 +14,7 @@ from fkhelpers import run_exec
 
 from farm.build.custom import compile_plan
 from farm.build.custom.plan_format import HEADER_SIZE, read_header
+from farm.build.models import write_inputs
 from farm.errors import BuildError
 
 
@@ -117,3 +118,17 @@ def test_check_mode_reports_plan(fp32_plan, exe_x86) -> None:
     out = subprocess.run([*exe_x86, "--check", str(plan)], capture_output=True, text=True,
                          check=True)
     assert '"plan": "ok"' in out.stdout and '"ops": 16' in out.stdout
+
+
+def test_bad_request_and_inputs_are_errors(fp32_plan, tmp_path, exe_x86) -> None:
+    model, plan = fp32_plan
+    req = tmp_path / "req.json"
+    req.write_text('{"model": "x", "inputs": ')
+    proc = subprocess.run([*exe_x86, "--request", str(req)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "request JSON" in proc.stdout
+    inputs = write_inputs(model, 0, tmp_path)
+    cut = tmp_path / "cut.ftns"
+    cut.write_bytes(inputs.read_bytes()[:-7])
+    proc = subprocess.run([*exe_x86, "--plan", str(plan), "--inputs", str(cut)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "truncated" in proc.stdout

@@ -4,7 +4,8 @@ Public API:
 - `compile_plan(onnx_path, out_path, *, quant=None, gelu="erf", fuse_qkv=True,
   features=()) -> PlanInfo`: lower the model (lower.py), run the passes (passes.py) and write
   the plan (plan_format.py). `quant`: None keeps the model's own weight types (fp32,
-  quantize_dynamic int8, MatMulNBits 4-bit); "int8" or "q4_0" quantises fp32 MatMul weights
+  quantize_dynamic int8, MatMulNBits 4-bit; a QDQ model becomes fp32 with its dequantized
+  weights); "int8" or "q4_0" quantises fp32 MatMul weights
   here. `gelu`: "erf" (exact) or "table" (lookup). `features`: CPU features the plan demands
   (the executor refuses to run it on a CPU without them).
 - `build_executor(arch, out_dir) -> Path` (executor_build.py): the static fk_exec binary.

@@ -2,12 +2,13 @@
 
 Supported: Gather embeddings (+ constant position rows), the additive attention mask computed
 from an int mask input by Cast/Unsqueeze/Sub/Mul/Add/Div, MatMul with constant weights (fp32,
-or quantised here with `quant`), ORT's dynamic int8 chain (DynamicQuantizeLinear, MatMulInteger,
-Cast, Mul), MatMulNBits (4-bit), bias Add, LayerNormalization (with a residual Add fused), GELU
-as Gelu or the erf chain Div/Erf/Add/Mul/Mul, attention as Reshape/Transpose/MatMul/Div|Mul/
-Add(mask)/Softmax/MatMul/Transpose/Reshape, Identity, and any node whose inputs are all
-constant (folded with onnx's reference evaluator). Anything else raises BuildError naming the
-node and its operator.
+or quantised here with `quant`), ORT's dynamic int8 chain (DynamicQuantizeLinear,
+MatMulInteger, Cast, Mul), MatMulNBits (4-bit), QDQ models (Quantize/DequantizeLinear pairs
+on activations are dropped, DequantizeLinear of constant weights is folded), bias Add,
+LayerNormalization (with a residual Add fused), GELU as Gelu or the erf chain
+Div/Erf/Add/Mul/Mul, attention as Reshape/Transpose/MatMul/Div|Mul/Add(mask)/Softmax/MatMul/
+Transpose/Reshape, Identity, and any node whose inputs are all constant (folded with onnx's
+reference evaluator). Anything else raises BuildError naming the node and its operator.
 """
 
 from __future__ import annotations
@@ -187,6 +188,7 @@ class Lowerer:
     from farm.build.custom.lower_ops import (
         op_Add,
         op_Cast,
+        op_DequantizeLinear,
         op_Div,
         op_DynamicQuantizeLinear,
         op_Erf,
@@ -198,6 +200,7 @@ class Lowerer:
         op_MatMulInteger,
         op_MatMulNBits,
         op_Mul,
+        op_QuantizeLinear,
         op_Reshape,
         op_Softmax,
         op_Sub,

@@ -27,6 +27,7 @@ from farm.build.custom.values import (
     Context,
     DynQuant,
     Embed,
+    FakeQuant,
     Gelu,
     GeluPart,
     Heads,
@@ -252,6 +253,18 @@ def op_MatMulInteger(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     wt, _ = W.from_matmul_integer(w.arr, np.ones(1, np.float32),
                                   wzp.arr if isinstance(wzp, Const) else None, node.name)
     return IntMatMul(a.value, FcWeights(W_I8, wt, None), node.name)
+
+
+def op_QuantizeLinear(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
+    return FakeQuant(ins[0])
+
+
+def op_DequantizeLinear(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
+    # QDQ models: a Q/DQ pair on an activation is ORT's cue to run that edge in int8; here it
+    # is dropped (weights arrive dequantized by constant folding; quant="int8" re-quantizes).
+    if isinstance(ins[0], FakeQuant):
+        return ins[0].inner
+    raise self.fail("DequantizeLinear is supported on constants and after QuantizeLinear")
 
 
 def op_Reshape(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:

@@ -128,6 +128,13 @@ class IntMatMul:
 
 
 @dataclass(frozen=True)
+class FakeQuant:
+    """QuantizeLinear of an activation, waiting for its DequantizeLinear (QDQ models)."""
+
+    inner: object
+
+
+@dataclass(frozen=True)
 class ScaleProd:
     x: int
     scale: np.ndarray

@@ -60,14 +60,11 @@ class CpuMatmul(CPUScheduleRule):
         if not all(isinstance(e, int) for e in extents):
             return None  # dynamic shapes: leave to the generic path
         # inline the injective prologue (e.g. transposes feeding the matmul) where possible
-        for b in infos:
-            if b is main:
-                continue
-            if b in infos[: infos.index(main)]:
-                try:
-                    sch.compute_inline(b.block_rv)
-                except Exception:
-                    return None
+        for b in infos[: infos.index(main)]:
+            try:
+                sch.compute_inline(b.block_rv)
+            except Exception:  # schedule primitives raise when the pattern does not fit
+                return None
         lanes = _vec_lanes(target)
         ext_i, ext_j = extents[n_s - 2], extents[n_s - 1]
         tj = _largest_divisor(ext_j, (2 * lanes, lanes))
