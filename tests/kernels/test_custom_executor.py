@@ -138,3 +138,15 @@ def test_aarch64_neon_without_dotprod(tiny, tmp_path, exe_arm) -> None:
     assert res.rc == 0, res.stderr
     assert res.ev("info")[0]["kernels"] == "neon"
     _close(res.output(), ort_outputs(model), "int8-dynamic")
+
+
+@pytest.mark.parametrize("quant", [None, "int8"])
+def test_qdq_model_runs_as_accurately_as_ort(tiny, tmp_path, exe_x86, quant) -> None:
+    """int8-qdq: fake-quant pairs dropped, weights dequantized (then re-quantized for int8)."""
+    model, plan = _plan(tiny, tmp_path, "int8-qdq", quant=quant)
+    res = run_exec(exe_x86, plan, model, tmp_path)
+    assert res.rc == 0, res.stderr
+    ref, ort_q = ort_outputs(tiny("fp32")), ort_outputs(model)
+    ours, theirs = np.abs(res.output() - ref).mean(), np.abs(ort_q - ref).mean()
+    assert ours <= 1.5 * theirs, (ours, theirs)
+    assert np.abs(res.output() - ort_q).mean() < 0.05

@@ -1,8 +1,9 @@
 """Content-addressed cache of compiled plans: one plan per (model bytes, compiler source).
 
 `cached_plan(model_path) -> (plan_path, facts)`; facts keep what the compile cost
-(`compile_s`), also when later calls find the plan in the cache; a changed plan compiler (any file of
-`farm/build/custom/`) or a changed model gives a new key, an unchanged one costs two hashes.
+(`compile_s`), also when later calls find the plan in the cache. A changed plan compiler
+(any file of `farm/build/custom/`) or a changed model gives a new key; an unchanged one
+costs two hashes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def cached_plan(model_path: Path, *, quant: str | None = None) -> tuple[Path, di
         return plan_path, json.loads(facts_path.read_text())
     started = time.perf_counter()
     info = compile_plan(model_path, plan_path, quant=quant)
-    facts = {"compile_s": round(time.perf_counter() - started, 3), "n_ops": info.n_ops, "op_counts": info.op_counts, "size_bytes": info.size_bytes,
+    facts = {"compile_s": round(time.perf_counter() - started, 3), "n_ops": info.n_ops,
+             "op_counts": info.op_counts, "size_bytes": info.size_bytes,
              "weight_types": info.weight_types, "merged_qkv": info.merged_qkv}
     facts_path.write_text(json.dumps(facts))
     return plan_path, facts
