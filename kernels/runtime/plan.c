@@ -58,6 +58,16 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
+/* Formats the message first, then frees the plan (the message may use plan fields). */
+static int fail_free(fk_plan *p, char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    fk_plan_free(p);
+    return -1;
+}
+
 static uint64_t tensor_elems(const fk_plan_tensor *t) {
     uint64_t n = 1;
     for (uint32_t d = 0; d < t->ndim; d++) n *= (uint64_t)t->dims[d];
@@ -156,21 +166,21 @@ int fk_plan_load(const char *path, fk_plan *p, char *err, size_t el) {
     p->size = (size_t)sz;
     size_t got = fread(p->base, 1, p->size, fp);
     fclose(fp);
-    if (got != p->size) return fk_plan_free(p), fail(err, el, "short read on plan %s", path);
+    if (got != p->size) return fail_free(p, err, el, "short read on plan %s", path);
     const uint8_t *h = p->base;
     uint32_t version, hsize, crc, cnt[5];
     uint64_t fsize;
     memcpy(&version, h + 8, 4), memcpy(&hsize, h + 12, 4), memcpy(&fsize, h + 16, 8);
     memcpy(&p->features, h + 24, 8), memcpy(&crc, h + 32, 4), memcpy(cnt, h + 36, 20);
     if (memcmp(h, FK_PLAN_MAGIC, 8) != 0)
-        return fk_plan_free(p), fail(err, el, "%s is not a plan file (bad magic)", path);
+        return fail_free(p, err, el, "%s is not a plan file (bad magic)", path);
     if (version != FK_PLAN_VERSION)
-        return fk_plan_free(p), fail(err, el, "plan %s has format version %u, this executor reads version %d: rebuild the plan or the executor", path, version, FK_PLAN_VERSION);
+        return fail_free(p, err, el, "plan %s has format version %u, this executor reads version %d: rebuild the plan or the executor", path, version, FK_PLAN_VERSION);
     if (hsize != FK_PLAN_HEADER || fsize != p->size)
-        return fk_plan_free(p), fail(err, el, "plan %s is truncated or padded: header says %llu bytes, file has %zu", path, (unsigned long long)fsize, p->size);
+        return fail_free(p, err, el, "plan %s is truncated or padded: header says %llu bytes, file has %zu", path, (unsigned long long)fsize, p->size);
     uint32_t actual = fk_crc32(p->base + FK_PLAN_HEADER, p->size - FK_PLAN_HEADER);
     if (actual != crc)
-        return fk_plan_free(p), fail(err, el, "plan %s is corrupt: checksum %08x, header says %08x; rebuild and redeploy it", path, actual, crc);
+        return fail_free(p, err, el, "plan %s is corrupt: checksum %08x, header says %08x; rebuild and redeploy it", path, actual, crc);
     p->n_inputs = cnt[0], p->n_outputs = cnt[1], p->n_bufs = cnt[2], p->n_tensors = cnt[3], p->n_ops = cnt[4];
     uint64_t off = FK_PLAN_HEADER;
     const uint64_t sizes[5] = {sizeof(fk_plan_input), sizeof(fk_plan_output), sizeof(fk_plan_buf), sizeof(fk_plan_tensor), sizeof(fk_op)};
@@ -178,7 +188,7 @@ int fk_plan_load(const char *path, fk_plan *p, char *err, size_t el) {
                            (const void **)&p->tensors, (const void **)&p->ops};
     for (int s = 0; s < 5; s++) {
         if (cnt[s] > (1u << 20) || off + (uint64_t)cnt[s] * sizes[s] > p->size)
-            return fk_plan_free(p), fail(err, el, "plan %s: section %d overruns the file", path, s);
+            return fail_free(p, err, el, "plan %s: section %d overruns the file", path, s);
         *dst[s] = p->base + off;
         off += (uint64_t)cnt[s] * sizes[s];
     }
@@ -189,23 +199,23 @@ int fk_plan_load(const char *path, fk_plan *p, char *err, size_t el) {
         for (uint32_t d = 0; dims_ok && d < t->ndim; d++) dims_ok = t->dims[d] > 0 && t->dims[d] < (1ll << 32);
         if (!dims_ok || t->offset % 64 || t->offset < off || t->nbytes > p->size || t->offset > p->size - t->nbytes ||
             tensor_elems(t) * esz != t->nbytes)
-            return fk_plan_free(p), fail(err, el, "plan %s: tensor %u has bad dtype, dims or placement", path, i);
+            return fail_free(p, err, el, "plan %s: tensor %u has bad dtype, dims or placement", path, i);
     }
     for (uint32_t i = 0; i < p->n_bufs; i++)
         if (p->bufs[i].cols == 0 || p->bufs[i].cols > (1u << 24))
-            return fk_plan_free(p), fail(err, el, "plan %s: buffer %u has %u columns", path, i, p->bufs[i].cols);
+            return fail_free(p, err, el, "plan %s: buffer %u has %u columns", path, i, p->bufs[i].cols);
     for (uint32_t i = 0; i < p->n_outputs; i++)
         if (p->outputs[i].buf >= p->n_bufs || !memchr(p->outputs[i].name, 0, FK_NAME))
-            return fk_plan_free(p), fail(err, el, "plan %s: output %u is bad", path, i);
+            return fail_free(p, err, el, "plan %s: output %u is bad", path, i);
     for (uint32_t i = 0; i < p->n_inputs; i++)
         if (!memchr(p->inputs[i].name, 0, FK_NAME) || p->inputs[i].role > FK_ROLE_OTHER)
-            return fk_plan_free(p), fail(err, el, "plan %s: input %u is bad", path, i);
-    if (p->n_ops == 0 || p->n_outputs == 0) return fk_plan_free(p), fail(err, el, "plan %s has no ops or outputs", path);
+            return fail_free(p, err, el, "plan %s: input %u is bad", path, i);
+    if (p->n_ops == 0 || p->n_outputs == 0) return fail_free(p, err, el, "plan %s has no ops or outputs", path);
     for (uint32_t i = 0; i < p->n_ops; i++) {
         fk_op *op = (fk_op *)&p->ops[i];
         op->name[sizeof op->name - 1] = 0; /* names are display-only: force termination */
         char sub[400];
-        if (check_op(p, op, sub, sizeof sub)) return fk_plan_free(p), fail(err, el, "plan %s: %s", path, sub);
+        if (check_op(p, op, sub, sizeof sub)) return fail_free(p, err, el, "plan %s: %s", path, sub);
     }
     return 0;
 }

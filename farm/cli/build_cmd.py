@@ -1,0 +1,61 @@
+"""`farm build` — build route artifacts for a device's target (or a bare triple), cached
+by content and registered for `farm deploy`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from farm.build.routes_build import BuiltRoute, build_route, device_for_target
+from farm.errors import EXIT_PARTIAL, UsageError
+from farm.inventory import load_inventory
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build", help="build TVM libraries, custom plans/executors, models")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--device", metavar="NAME", help="build for this device's target")
+    where.add_argument("--target", metavar="TRIPLE", help="build for a bare target triple")
+    p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
+    p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
+    p.add_argument("--routes", default="tvm,custom", help="comma list of ort,tvm,custom")
+    p.add_argument("--no-fusion", action="store_true",
+                   help="TVM without FuseOps/FuseTIR (the fusion experiment's baseline)")
+    p.add_argument("--output", choices=["table", "json"], default="table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from farm.build.models import resolve_model
+
+    device = (device_for_target(args.target) if args.target
+              else load_inventory(args.inventory).get(args.device or "local"))
+    routes = [r.strip() for r in args.routes.split(",") if r.strip()]
+    if not routes:
+        raise UsageError("--routes is empty", hint="e.g. --routes tvm,custom")
+    model = resolve_model(args.model, args.variant)
+    console = Console(stderr=True)
+    results: list[BuiltRoute] = []
+    with Progress(TextColumn("{task.description:<8}"), BarColumn(),
+                  TextColumn("{task.fields[stage]}"), TimeElapsedColumn(), console=console,
+                  disable=not console.is_terminal) as bar:
+        for route in routes:
+            task = bar.add_task(route, total=1.0, stage="")
+            results.append(build_route(
+                route, model.path, device, fusion=not args.no_fusion,
+                progress=lambda stage, frac, t=task: bar.update(t, completed=frac, stage=stage)))
+            bar.update(task, completed=1.0)
+    if args.output == "json":
+        print(json.dumps([vars(r) for r in results], indent=2, default=str))
+    else:
+        table = Table(title=f"build for {device.name} ({device.triple}) — {model.name}")
+        for column in ("route", "result", "seconds", "detail"):
+            table.add_column(column)
+        for r in results:
+            table.add_row(r.route, "ok" if r.ok else "FAILED", f"{r.seconds:.1f}", r.detail)
+        Console().print(table)
+    return 0 if all(r.ok for r in results) else EXIT_PARTIAL
