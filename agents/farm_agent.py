@@ -714,11 +714,27 @@ def parse_args(argv):
     parser.add_argument("--idle-timeout", type=float, default=60.0,
                         help="exit after this many seconds without a host line")
     parser.add_argument("--probe-timeout", type=float, default=60.0)
+    parser.add_argument("--probe", action="store_true",
+                        help="print one JSON pre-flight probe and exit (`farm devices check`)")
     return parser.parse_args(argv)
+
+
+def probe(workdir):
+    """The pre-flight probe: this Python, the CPU and the device state, nothing deployed."""
+    existing = workdir
+    while existing and not os.path.isdir(existing):  # the work dir may not exist yet
+        existing = os.path.dirname(existing.rstrip("/")) or "/"
+    return {"probe": 1, "arch": normalized_arch(), "python": platform.python_version(),
+            "python_path": sys.executable, "hostname": platform.node(),
+            "kernel": platform.release(), "cpu": cpu_info(),
+            "state": read_state(existing or "/"), "disk_dir": existing}
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.probe:
+        sys.stdout.write(json.dumps(probe(args.workdir)) + "\n")
+        return 0
     agent = Agent(args)
 
     def on_signal(signum, frame):

@@ -70,3 +70,17 @@ def test_put_get_roundtrip(tmp_path):
 def test_command_line_quotes_every_argument():
     line = command_line(["ls", "a b", "$(reboot)", "x;y"], env={"K": "v w"})
     assert line == "env 'K=v w' ls 'a b' '$(reboot)' 'x;y'"
+
+
+def test_devices_check_flags_features_the_cpu_lacks(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from farm.devices.check import check_device
+
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    device = replace(local_device(), workdir=str(tmp_path / "not-yet"))
+    healthy = check_device(device)
+    assert healthy.healthy and healthy.probe["arch"] == device.arch
+    assert healthy.probe["state"]["disk_free_kb"] > 0  # read from the nearest existing dir
+    wrong = check_device(replace(device, features=("sve",)))
+    assert not wrong.healthy and "CPU lacks sve" in wrong.problems[0]

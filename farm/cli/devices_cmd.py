@@ -84,16 +84,17 @@ def render_checks(results: list[CheckResult]) -> Table:
         table.add_column(column)
     for r in results:
         p = r.probe
-        mem = (p.get("mem_kb") or {}).get("MemAvailable")
-        freqs = list((p.get("freq_khz") or {}).values())
-        temps = list((p.get("thermal_c") or {}).values())
+        st = p.get("state") or {}
+        mem = st.get("mem_available_kb")
+        freqs = list((st.get("freq_khz") or {}).values())
+        temps = list((st.get("thermal_c") or {}).values())
         table.add_row(
             r.device, "healthy" if r.healthy else "UNHEALTHY", str(p.get("arch", "-")),
             str(p.get("python", "-")),
             f"{mem // 1024} MiB" if mem else "-",
-            f"{p['disk_free_kb'] // 1024} MiB" if p.get("disk_free_kb") else "-",
-            f"{p['load'][0]:.2f}" if p.get("load") else "-",
-            ",".join(sorted(set((p.get("governor") or {}).values()))) or "n/a",
+            f"{st['disk_free_kb'] // 1024} MiB" if st.get("disk_free_kb") else "-",
+            f"{st['load'][0]:.2f}" if st.get("load") else "-",
+            ",".join(sorted(set((st.get("governor") or {}).values()))) or "n/a",
             f"{min(freqs) // 1000}-{max(freqs) // 1000}" if freqs else "n/a",
             f"{max(temps):.1f}" if temps else "n/a",
             "; ".join(r.problems + r.warnings + ([r.error] if r.error else [])),

@@ -1,7 +1,9 @@
 """`farm devices check`: a pre-flight probe of each device, recorded as JSON.
 
-The probe (`agents/probe.py`) is piped to the device's own Python, so a device can be
-checked before anything is deployed. Health rules are explicit thresholds below.
+The agent's `--probe` mode (`agents/farm_agent.py`, piped to the device's own Python as
+`python - --probe`) answers, so a device can be checked before anything is deployed and
+the state read is the same one every bench records. Health rules are explicit thresholds
+below.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ class CheckResult:
 
 def run_probe(device: Device) -> dict[str, Any]:
     """Pipe the probe to the device's Python and decode its one JSON line."""
-    script = (agents_dir() / "probe.py").read_bytes()
+    script = (agents_dir() / "farm_agent.py").read_bytes()
     with open_transport(device) as transport:
-        result = transport.run([device.python, "-", device.workdir], stdin=script, timeout=60,
-                               check=False)
+        result = transport.run([device.python, "-", "--probe", "--workdir", device.workdir],
+                               stdin=script, timeout=60, check=False)
     if not result.ok:
         raise AgentError(
             f"device {device.name!r}: the probe failed under {device.python!r} "
@@ -58,20 +60,26 @@ def evaluate(device: Device, probe: dict[str, Any]) -> CheckResult:
     arch = probe.get("arch")
     if arch != device.arch:
         result.problems.append(f"arch is {arch}, the inventory says {device.arch}")
+    seen = set((probe.get("cpu") or {}).get("features") or [])
+    missing = sorted(set(device.features) - seen)
+    if missing and seen:
+        result.problems.append(f"CPU lacks {', '.join(missing)} that the inventory lists: "
+                               "builds for it would crash (SIGILL) there")
     version = tuple(int(p) for p in str(probe.get("python", "0.0")).split(".")[:2])
     if version < MIN_PYTHON:
         result.problems.append(f"Python {probe.get('python')} is older than 3.8")
-    mem = (probe.get("mem_kb") or {}).get("MemAvailable")
+    state = probe.get("state") or {}
+    mem = state.get("mem_available_kb")
     if mem is not None and mem < MIN_MEM_AVAILABLE_KB:
         result.problems.append(f"only {mem // 1024} MiB memory available")
-    disk = probe.get("disk_free_kb")
+    disk = state.get("disk_free_kb")
     if disk is not None and disk < MIN_DISK_FREE_KB:
         result.problems.append(f"only {disk // 1024} MiB free in {probe.get('disk_dir')}")
-    load = probe.get("load") or []
-    cores = probe.get("cores") or device.cores
+    load = state.get("load") or []
+    cores = (probe.get("cpu") or {}).get("cores") or device.cores
     if load and load[0] > cores:
         result.warnings.append(f"load {load[0]:.2f} exceeds {cores} cores: timings will be noisy")
-    governors = set((probe.get("governor") or {}).values())
+    governors = set((state.get("governor") or {}).values())
     if governors - {"performance"}:
         result.warnings.append(f"CPU governor {', '.join(sorted(governors))} (not performance)")
     result.healthy = not result.problems
