@@ -11,7 +11,6 @@ import sys
 
 from farm.cli.results_cmd import OUTPUTS, add_store_option, console
 from farm.errors import UsageError
-from farm.results.compare import ALPHA, compare_runs, format_comparisons, render_comparisons
 from farm.results.store import ResultStore
 
 
@@ -20,13 +19,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("run_a", metavar="RUN_A", help="baseline run (id, prefix or 'latest')")
     parser.add_argument("run_b", metavar="RUN_B", help="run compared with the baseline")
     parser.add_argument("--output", choices=OUTPUTS, default="table")
-    parser.add_argument("--alpha", type=float, default=ALPHA,
-                        help=f"significance level of the test (default {ALPHA})")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="significance level of the test (default 0.05)")
     add_store_option(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    # scipy costs ~1 s to import: only when a comparison runs
+    from farm.results.compare import compare_runs, format_comparisons, render_comparisons
+
     if not 0.0 < args.alpha < 1.0:
         raise UsageError(f"--alpha must be between 0 and 1, got {args.alpha}")
     with ResultStore(args.store, create=False) as store:

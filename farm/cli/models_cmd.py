@@ -9,7 +9,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from farm.build.models import PRESETS, VARIANTS, build_model, resolve_model
+from farm.build.models import PRESETS, VARIANTS
 from farm.build.models.config import preset
 from farm.errors import UsageError
 from farm.paths import state_dir
@@ -72,6 +72,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    from farm.build.models import build_model, resolve_model
+
     variants = list(VARIANTS) if args.all_variants else (args.variant or ["fp32"])
     if args.seq is not None:
         if args.model not in PRESETS:

@@ -9,6 +9,7 @@ invocation can find and stop it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -73,7 +74,7 @@ def stop_group(pgid: int, grace_s: float = 5.0) -> None:
             return
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            _reap()
+            _reap(pgid)
             if not group_alive(pgid):
                 return
             time.sleep(0.05)
@@ -81,13 +82,11 @@ def stop_group(pgid: int, grace_s: float = 5.0) -> None:
         raise TransportError(f"process group {pgid} survived SIGKILL")
 
 
-def _reap() -> None:
-    """Collect exited children of ours so they do not linger as zombies in the group."""
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
+def _reap(leader: int) -> None:
+    """Collect the group leader if it is our child (a zombie still counts as a member).
+    Only that pid: waiting on any child would steal other subprocesses' exit statuses."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(leader, os.WNOHANG)
 
 
 def port_open(host: str, port: int) -> bool:

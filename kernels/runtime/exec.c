@@ -190,7 +190,7 @@ static void run_fc(fk_exec *e, task_ctx *c) {
     c->col_unit = c->wtype == FK_W_F32 ? FK_NR : 4;
     int units = (N + c->col_unit - 1) / c->col_unit;
     c->row_chunks = e->T >= 64 * nth ? nth : (e->T >= 32 ? 2 : 1);
-    c->col_chunks = units < 2 * nth ? units : 2 * nth;
+    c->col_chunks = nth == 1 ? 1 : units < 2 * nth ? units : 2 * nth;
     c->step = S_GEMM;
     fk_pool_run(e->pool, c->row_chunks * c->col_chunks, run_task, c);
     if (e->fused) return mark(e, op, "", "fc");

@@ -1,5 +1,6 @@
 /* Kernel micro-benchmark, single thread, min-of-repeats timing (robust on a busy machine).
- * Usage: kernel_bench [table] [M N K] [S D]. Prints one JSON line per measurement:
+ * Usage: kernel_bench [table] [M N K] [S D]. Each figure is the best of up to 400 calls
+ * within 0.5 s. Prints one JSON line per measurement:
  *   fma_peak (vector FMA throughput of the table), gemm_f32/gemm_i8/gemm_q4_0 (M x N x K),
  *   attention (one head, S x S, head dim D). "gflops" counts 2 flops per multiply-add. */
 #include <stdio.h>
@@ -24,8 +25,8 @@ static float *fill(size_t n) {
 /* Best time of `reps` calls (at least 3, at most ~0.3 s in total). */
 #define BEST(call)                                                         \
     ({                                                                     \
-        double best = 1e9, t_end = now() + 0.3;                            \
-        for (int r = 0; r < 200 && (r < 3 || now() < t_end); r++) {        \
+        double best = 1e9, t_end = now() + 0.5;                            \
+        for (int r = 0; r < 400 && (r < 3 || now() < t_end); r++) {        \
             double t0 = now();                                             \
             call;                                                          \
             double dt = now() - t0;                                        \
@@ -41,7 +42,7 @@ int main(int argc, char **argv) {
     const fk_kernels *k = fk_select(name);
     if (!k) return fprintf(stderr, "kernel table %s unknown or unsupported here\n", name), 1;
     int lanes = 1;
-    long iters = 20000000;
+    long iters = 1000000; /* ~3 ms a call: many repeats, so the min escapes a busy machine */
     volatile float sink = 0;
     double t = BEST(sink += k->fma_loop(iters, &lanes));
     printf("{\"kernel\": \"fma_peak\", \"table\": \"%s\", \"gflops\": %.2f}\n", k->name, 2.0 * 12 * lanes * iters / t / 1e9);

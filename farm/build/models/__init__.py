@@ -10,11 +10,23 @@ Public API (see the modules for the contracts):
 
 from __future__ import annotations
 
-from farm.build.models.build import ModelInfo, build_model, file_sha256, resolve_model
-from farm.build.models.check import check_model_file
+import importlib
+from typing import Any
+
 from farm.build.models.config import PRESETS, VARIANTS, EncoderConfig
-from farm.build.models.encoder import build_encoder
-from farm.build.models.inputs import ftns_module, make_inputs, write_inputs
+
+# onnx costs ~2 s to import: the CLI lists presets without it, the rest loads on first use
+_LAZY = {
+    "ModelInfo": "build", "build_model": "build", "file_sha256": "build",
+    "resolve_model": "build", "check_model_file": "check", "build_encoder": "encoder",
+    "ftns_module": "inputs", "make_inputs": "inputs", "write_inputs": "inputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"farm.build.models.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'farm.build.models' has no attribute {name!r}")
 
 __all__ = [
     "PRESETS",

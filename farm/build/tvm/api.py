@@ -90,6 +90,24 @@ def lower_to_kernels(mod: Any, target: Any, *, fusion: bool) -> Any:
         return tvm.transform.Sequential(passes)(mod)
 
 
+def _default_schedule(func: Any, target: Any) -> tuple[Any, str]:
+    """(schedule, "default:<Rule>") from the first default rule that takes `func`, or
+    (None, "none"). Rules: farm's CpuMatmul, dlight's GEMV and Reduction, farm's CpuInjective."""
+    from tvm.s_tir import dlight
+
+    from farm.build.tvm import api_rules
+    rules = [api_rules.CpuMatmul(), dlight.cpu.GEMV(), dlight.cpu.Reduction(),
+             api_rules.CpuInjective()]
+    for rule in rules:
+        try:
+            sch = rule.apply(func, target, False)
+        except Exception:  # a rule that trips on an odd kernel must not fail the build
+            sch = None
+        if sch is not None:
+            return (sch[0] if isinstance(sch, list) else sch), f"default:{type(rule).__name__}"
+    return None, "none"
+
+
 @dataclass
 class Compiled:
     executable: Any
@@ -122,22 +140,23 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
                   progress: Progress | None = None) -> Compiled:
     """Compile a Relax module with farm's CPU pipeline; record each kernel's schedule source.
 
-    Schedule sources, in order of preference: `tuning-db` (MetaSchedule records),
-    `default:<Rule>` (farm's CpuMatmul/CpuInjective, dlight's GEMV/Reduction), `none` (naive).
+    Schedule sources: `tuning-db` (a MetaSchedule-tuned record), `tuning-db:default:<Rule>`
+    (the database's best is the default schedule `farm tune` seeded and measured),
+    `default:<Rule>` (farm's CpuMatmul/CpuInjective, dlight's GEMV/Reduction; untuned),
+    `none` (naive loops).
     """
     tvm = _tvm()
+    import tvm_ffi
     from tvm import relax, tirx
     from tvm.relax.backend.cpu_generic import pipeline as cpu
-    from tvm.s_tir import dlight
 
-    from farm.build.tvm import api_rules
-    rules = [api_rules.CpuMatmul(), dlight.cpu.GEMV(), dlight.cpu.Reduction(),
-             api_rules.CpuInjective()]
     kernels: dict[str, dict[str, Any]] = {}
 
     def schedule(mod: Any) -> Any:
         for name, has_weight in _kernel_calls(mod).items():
             kernels[name] = {"schedule": "none", "op": name, "has_weight": has_weight}
+        originals = {gv.name_hint: f for gv, f in mod.functions_items()
+                     if isinstance(f, tirx.PrimFunc)}
         if database_dir is not None:
             mod = relax.transform.MetaScheduleApplyDatabase(str(database_dir))(mod)
         updates = {}
@@ -145,20 +164,17 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
             if not isinstance(func, tirx.PrimFunc):
                 continue
             info = kernels.setdefault(gv.name_hint, {"op": gv.name_hint, "has_weight": False})
+            sch, source = _default_schedule(originals.get(gv.name_hint, func), target)
             if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
-                info["schedule"] = "tuning-db"
+                # the database's best record; `farm tune` seeds it with the default schedule,
+                # measured, so the default wins where tuning found nothing faster
+                same = sch is not None and tvm_ffi.structural_equal(sch.mod["main"].body,
+                                                                    func.body)
+                info["schedule"] = f"tuning-db:{source}" if same else "tuning-db"
                 continue
-            info["schedule"] = "none"
-            for rule in rules:
-                try:
-                    sch = rule.apply(func, target, False)
-                except Exception:  # a rule that trips on an odd kernel must not fail the build
-                    sch = None
-                if sch is not None:
-                    sch = sch[0] if isinstance(sch, list) else sch
-                    updates[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
-                    info["schedule"] = f"default:{type(rule).__name__}"
-                    break
+            info["schedule"] = source
+            if sch is not None:
+                updates[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
         for gv, func in updates.items():
             mod[gv] = func
         return mod
@@ -280,6 +296,44 @@ def _build_without_intrinsics(mod: Any, target: Any, _params: Any) -> Any:
     return tvm.compile(mod, target=target)
 
 
+def _seed_defaults(tasks: list[Any], target: Any, database: Any, builder: Any, runner: Any,
+                   work_dir: Path) -> list[str]:
+    """Measure each task's default schedule with the tuning builder/runner and commit it as
+    a tuning record, so the database's best is never worse than the untuned default build
+    (a few dozen trials per task often are). Done once per task per database."""
+    import json
+
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+    marker = work_dir / "farm_seeded.json"
+    done = set(json.loads(marker.read_text())) if marker.is_file() else set()
+    seeded = []
+    for task in tasks:
+        if task.task_name in done:
+            continue
+        mod = task.dispatched[0]
+        sch, _source = _default_schedule(mod["main"], target)
+        if sch is None:
+            continue
+        args_info = ArgInfo.from_prim_func(mod["main"])
+        (built,) = builder.build([BuilderInput(sch.mod, target)])
+        if built.error_msg:
+            continue
+        (future,) = runner.run([RunnerInput(built.artifact_path, "cpu", args_info)])
+        result = future.result()
+        if result.error_msg:
+            continue
+        workload = database.commit_workload(mod)
+        database.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, workload, result.run_secs, target, args_info))
+        seeded.append(task.task_name)
+    marker.write_text(json.dumps(sorted(done | set(seeded))))
+    return seeded
+
+
 BUDGET_MARK = "farm: tuning time budget spent"
 
 
@@ -334,11 +388,15 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int
                                       f_export=_shared_library_export(cross_cc),
                                       max_workers=workers, timeout_sec=180)
     work_dir.mkdir(parents=True, exist_ok=True)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    tasks = [t for t in ms.relax_integration.extract_tasks(lowered, target)
+             if not op_names or any(o in t.task_name for o in op_names)]
+    seeded = _seed_defaults(tasks, target, database, builder, runner, work_dir)
     try:
         ms.relax_integration.tune_relax(
             lowered, {}, target, str(work_dir), max_trials_global=trials,
             num_trials_per_iter=min(batch, trials), op_names=op_names, builder=builder,
-            runner=runner, database=ms.database.JSONDatabase(work_dir=str(work_dir)),
+            runner=runner, database=database,
             # a population sized to the batch: the default 512 spends ~30 s of search per
             # batch here, longer than measuring a batch of 16
             strategy=ms.search_strategy.EvolutionarySearch(
@@ -352,8 +410,6 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int
             raise BuildError(f"MetaSchedule tuning in {work_dir} failed: "
                              f"{str(exc).strip().splitlines()[-1]}") from exc
         budget_spent = True
-    tasks = ms.relax_integration.extract_tasks(lowered, target)
     return {"measured": measured[0], "seconds": time.monotonic() - started,
-            "budget_spent": budget_spent,
-            "tasks": [t.task_name for t in tasks
-                      if not op_names or any(o in t.task_name for o in op_names)]}
+            "budget_spent": budget_spent, "seeded": seeded,
+            "tasks": [t.task_name for t in tasks]}

@@ -6,7 +6,9 @@ RPC tracker (the device's `tracker_host`/`tracker_port`/`key`), the libraries be
 cross-compiled here when the arch differs. Budgets are explicit: `trials` candidates per
 run (≈1 min per 16 here), measured in batches of `batch`, optionally cut by
 `time_budget_s` (checked after each batch). Re-running adds trials, warm-
-started from the stored records; `state.json` keeps the totals.
+started from the stored records; `state.json` keeps the totals. Before the first tuning
+of a kernel its default schedule is measured and stored too, so a short tuning run can only
+make a kernel faster (the build takes the database's best record per kernel).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class TuneResult:
     total_seconds: float
     tasks: tuple[str, ...]
     budget_spent: bool      # stopped by time_budget_s before `trials`
+    seeded: tuple[str, ...]  # tasks whose default schedule was measured into the database
 
 
 def tune_tvm(model_path: str | Path, device: Device, *, trials: int, batch: int = 16,
@@ -68,7 +71,8 @@ def tune_tvm(model_path: str | Path, device: Device, *, trials: int, batch: int 
                           "model": model_path.name, "target": spec})
     write_state(db_dir, state)
     return TuneResult(db_dir, outcome["measured"], outcome["seconds"], state["trials"],
-                      state["seconds"], tuple(outcome["tasks"]), outcome["budget_spent"])
+                      state["seconds"], tuple(outcome["tasks"]), outcome["budget_spent"],
+                      tuple(outcome["seeded"]))
 
 
 def _host_arch() -> str:
