@@ -26,7 +26,9 @@ typedef struct {
     float *y;
     int cols;
     fk_gemm_args g;
-    int wtype, row_chunks, col_chunks, col_unit;
+    int wtype;
+    int row_chunks; /* GEMM: row chunks; attention: query rows per task */
+    int col_chunks, col_unit;
 } task_ctx;
 
 static float *B_(const fk_exec *e, int id) { return id < 0 ? NULL : e->buf[id]; }

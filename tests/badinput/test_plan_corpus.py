@@ -114,9 +114,6 @@ def test_executor_refuses_with_one_error_line(name: str, good_plan: bytes, fk_ex
     assert "Segmentation" not in stderr
 
 
-@pytest.mark.xfail(strict=True, reason="kernels/runtime/plan.c fk_plan_load: the 'truncated "
-                   "or padded' message prints p->size after fk_plan_free(p) zeroed it, so it "
-                   "says 'file has 0'; keep the size in a local before freeing")
 def test_executor_truncation_message_gives_the_real_size(good_plan: bytes, fk_exec: Path,
                                                          tmp_path: Path) -> None:
     path = tmp_path / "truncated.plan"

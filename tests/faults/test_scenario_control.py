@@ -84,3 +84,18 @@ def test_8_ctrl_c_mid_bench(faults, start_bench) -> None:
         assert [r.status for r in store.runs()] == ["interrupted"]
         assert_store_ok(store)
     faults.assert_no_farm_process()  # the stopped runner was killed with its agent
+
+
+def test_13_crashed_bench_never_blocks_the_device(faults, start_bench) -> None:
+    crashed = start_bench(["lab1"], min_time=30.0)
+    faults.wait_proc("lab1", ORT_RUNNING)
+    crashed.proc.kill()  # SIGKILL: no cleanup at all, its lease file stays behind
+    crashed.wait()
+    lease = crashed.home / "locks" / "lab1.lease"
+    assert lease.exists()
+    nxt = start_bench(["lab1"], runs=1, min_time=0.0)
+    assert nxt.wait(timeout=90) == 0, nxt.stderr  # the dead holder's lease was taken over
+    assert nxt.records()[("lab1", "ort")]["status"] == "ok"
+    with ResultStore(nxt.store, create=False) as store:
+        assert_store_ok(store)  # the crashed run's half-written state did not damage it
+    faults.assert_no_farm_process()  # the orphaned agent exited or was reaped

@@ -70,3 +70,18 @@ def test_3_slow_and_lossy_link_completes_slower(faults, start_bench, tmp_path: P
         assert records[(dev, "ort")]["status"] == "ok"
         assert records[(dev, "ort")]["n"] >= 10
     faults.assert_no_farm_process()
+
+
+def test_sshd_back_within_the_connect_budget_is_retried(faults, start_bench) -> None:
+    import threading
+
+    faults.kill_sshd("lab1")
+    bench = start_bench(["lab1", "lab2"], runs=5, min_time=0.5)
+    restart = threading.Timer(3.0, faults.restart_sshd, args=("lab1",))
+    restart.start()
+    code = bench.wait()
+    restart.join()
+    assert code == 0, bench.stderr  # connection setup retried with backoff until it was up
+    records = bench.records()
+    assert {records[(d, "ort")]["status"] for d in ("lab1", "lab2")} == {"ok"}
+    faults.assert_no_farm_process()

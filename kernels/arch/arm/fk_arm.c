@@ -104,13 +104,17 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
     if (m1 <= m0 || n1 <= n0) return;
     const int ng = FK_K4(g->K) / 4, nmb = (m1 - m0 + I8_MR - 1) / I8_MR;
     uint32_t *ap = (uint32_t *)FK_FN(tls_floats)((size_t)nmb * I8_MR * ng);
-    for (int mb = 0; mb < nmb; mb++)
+    for (int mb = 0; mb < nmb; mb++) {
+        const uint8_t *src[I8_MR];
         for (int i = 0; i < I8_MR; i++) {
             int row = m0 + mb * I8_MR + i;
             if (row >= m1) row = m1 - 1; /* padding rows repeat a real one; results dropped */
-            const uint8_t *src = (const uint8_t *)g->aq + (size_t)row * g->lda;
-            for (int q = 0; q < ng; q++) memcpy(&ap[((size_t)mb * ng + q) * I8_MR + i], src + 4 * q, 4);
+            src[i] = (const uint8_t *)g->aq + (size_t)row * g->lda;
         }
+        uint32_t *dst = ap + (size_t)mb * ng * I8_MR;
+        for (int q = 0; q < ng; q++)
+            for (int i = 0; i < I8_MR; i++) memcpy(&dst[q * I8_MR + i], src[i] + 4 * q, 4);
+    }
     int32_t tile[I8_MR * FK_NR];
     const int fuse = FK_FN(epi_in_regs)(g), gelu = g->epi == FK_EPI_BIAS_GELU;
     for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
