@@ -122,8 +122,13 @@ TVM_SUBSTRINGS: tuple[tuple[str, str], ...] = (
 TVM_MATMUL_MARKERS = ("matmul", "dense", "gemm")
 
 # custom executor op names (kernels/ and its plan); exact names first, then substrings
+# the executor's op names (kernels/runtime, lower-cased): Embed, FC (GEMM with its fused
+# bias/GELU epilogue: a fused GELU is charged to fc, the unfused run reports it as gelu),
+# LayerNorm (with the fused residual add), Gelu, Add, Attention
 CUSTOM_OPS: dict[str, str] = {
     "embed": "other",
+    "fc": "fc",
+    "add": "other",
     "linear": "fc",
     "matmul": "fc",
     "matmul_q8": "fc",

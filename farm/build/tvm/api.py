@@ -376,11 +376,14 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int
                 # is already committed to the database)
                 raise _BudgetSpent(BUDGET_MARK)
 
-    runner: Any = ms.runner.LocalRunner(timeout_sec=120)
+    # several repeats of >= 20 ms each: single short measurements on a shared host pick
+    # schedules by noise (the cost is a few seconds per batch)
+    evaluator = ms.runner.EvaluatorConfig(number=3, repeat=3, min_repeat_ms=20)
+    runner: Any = ms.runner.LocalRunner(timeout_sec=120, evaluator_config=evaluator)
     if rpc is not None:
         runner = ms.runner.RPCRunner(ms.runner.RPCConfig(
             tracker_host=rpc[0], tracker_port=rpc[1], tracker_key=rpc[2],
-            session_timeout_sec=120))
+            session_timeout_sec=120), evaluator_config=evaluator)
     # few workers and a long timeout: each worker imports TVM, and on a loaded 2-core host
     # MetaSchedule's defaults (one per core, 30 s) time out before anything builds
     workers = max(1, min(2, int(target.attrs.get("num-cores", 1))))
