@@ -12,6 +12,7 @@ from farm.bench.stats import bootstrap_ci
 from farm.inventory.builtin import local_device
 from farm.report.analysis import load_report
 from farm.report.html import render_html
+from farm.results.config_flags import config_flags, config_label
 from farm.results.store import ResultStore
 
 pytestmark = pytest.mark.slow
@@ -80,24 +81,29 @@ def test_real_html_plots_real_samples(real):
 
 def _check_recomputed(store, run_id, doc):
     """Every latency/memory figure of a `farm report --output json` document against the
-    raw samples of the store (configurations here: one per device and route)."""
-    recs: dict[tuple[str, str], list[dict]] = {}
+    raw samples of the store (configurations here: device, route and its fusion setting)."""
+    recs: dict[tuple[str, str, str], list[dict]] = {}
     for r in store.records(run_id=run_id):
-        recs.setdefault((r["device"], r["route"]), []).append(r)
+        label = config_label(config_flags(r["build_flags"]))
+        recs.setdefault((r["device"], r["route"], label), []).append(r)
     rows = doc["tables"]["latency"]["rows"]
-    assert {(r["device"], r["route"]) for r in rows} == set(recs)
+    assert {(r["device"], r["route"], r["config"]) for r in rows} == set(recs)
     for row in rows:
-        mine = recs[(row["device"], row["route"])]
+        mine = recs[(row["device"], row["route"], row["config"])]
         samples = [v for r in mine for v in (r["samples_ms"] or [])]
         assert row["n"] == len(samples)
         if samples:
             assert row["median_ms"] == pytest.approx(np.percentile(samples, 50), rel=1e-12)
             assert row["p90_ms"] == pytest.approx(np.percentile(samples, 90), rel=1e-12)
     for row in doc["tables"]["memory"]["rows"]:
-        mine = recs[(row["device"], row["route"])]
+        mine = recs[(row["device"], row["route"], row["config"])]
         assert row["peak_vmhwm_kb"] == max(r["peak_vmhwm_kb"] for r in mine)
+    # availability is per (device, route), over all its configurations
     avail = {(r["device"], r["route"]): r for r in doc["tables"]["availability"]["rows"]}
-    for key, mine in recs.items():
+    by_route: dict[tuple[str, str], list[dict]] = {}
+    for (device, route, _label), mine in recs.items():
+        by_route.setdefault((device, route), []).extend(mine)
+    for key, mine in by_route.items():
         detail = "; ".join(dict.fromkeys(r["status_detail"] for r in mine
                                          if r["status"] != "ok" and r["status_detail"]))
         assert avail[key]["why_not"] == (detail or None)
@@ -120,11 +126,15 @@ def test_farm_triangle_on_local(tmp_path, monkeypatch, capsys):
     code = main(["triangle", "--device", "local", *TRIANGLE_FAST, "--store", str(store_path),
                  "--html", str(html)])
     doc = json.loads(capsys.readouterr().out)
-    assert code in (0, 3)
+    assert code == 0
     (run_id,) = doc["meta"]["run_ids"]
+    # every route measured fused and unfused: the fusion table has a pair per route
+    fusion = {(r["route"], r["block"]) for r in doc["tables"]["fusion"]["rows"]}
+    assert {(route, "end-to-end") for route in ("ort", "tvm", "custom")} <= fusion
     with ResultStore(store_path, create=False) as store:
         records = store.records(run_id=run_id)
         assert {r["route"] for r in records} == {"ort", "tvm", "custom"}
+        assert all(r["status"] == "ok" for r in records), [r["status_detail"] for r in records]
         # two interleaved rounds: the ORT samples of both are pooled in one row
         _check_recomputed(store, run_id, doc)
     assert html.is_file()

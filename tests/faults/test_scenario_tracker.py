@@ -10,6 +10,7 @@ stops the orphaned RPC server, so no TVM process is left behind.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import threading
@@ -74,6 +75,8 @@ def test_9_tracker_killed_during_a_session(tmp_path: Path, monkeypatch: pytest.M
 def test_9_session_request_to_a_dead_tracker_fails_fast(tmp_path: Path) -> None:
     from farm.build.tvm import api
 
+    # the retrying thread outlives this test; keep its "retry in 5 secs" chatter quiet
+    logging.getLogger("RPCServer").setLevel(logging.ERROR)
     port = free_port()  # nothing listens there: a tracker that died
     outcome: list[BaseException] = []
 

@@ -13,6 +13,7 @@ Errors surface as `BuildError` (build/tune) or `TransportError` (RPC) with the T
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -359,6 +360,11 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int
     from tvm.ir.utils import derived_object  # moved out of meta_schedule.utils
     from tvm.s_tir import meta_schedule as ms
 
+    # MetaSchedule's console handler takes the level set beforehand: keep the console to
+    # warnings (the progress callback reports), the full log still goes to work_dir/logs
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    if ms_logger.level == logging.NOTSET:
+        ms_logger.setLevel(logging.WARNING)
     lowered = lower_to_kernels(mod, target, fusion=True)
     started = time.monotonic()
     measured = [0]
