@@ -469,6 +469,7 @@ class Agent(object):
         self.run = None
         self.lock = threading.Lock()
         self.lock_fd = None
+        self._touched = 0.0
         self.child_pid = None
         self.hashes = {}
 
@@ -489,7 +490,7 @@ class Agent(object):
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
             info = self.lock_info()
-            if attempt == 0 and self.args.reap_stale:
+            if attempt == 0 and self.args.reap_stale and self.holder_is_stale(info):
                 self.reap(info)
                 continue
             os.close(fd)
@@ -499,6 +500,28 @@ class Agent(object):
             return False
         return False
 
+    def touch_lock(self):
+        """Mark the lock as held by a live host session (at most once a second)."""
+        now = time.time()
+        if self.lock_fd is not None and now - self._touched >= 1.0:
+            self._touched = now
+            try:
+                os.utime(self.lock_path(), None)
+            except OSError:
+                pass
+
+    def holder_is_stale(self, info):
+        """A holder is stale when its host has been silent for longer than the holder's own
+        idle timeout (it is an orphan of a cut link and will not hear from its host again);
+        a live bench of another host or state dir keeps its agent."""
+        try:
+            age = time.time() - os.stat(self.lock_path()).st_mtime
+        except OSError:
+            return True
+        limit = info.get("idle_timeout")
+        limit = float(limit) if isinstance(limit, (int, float)) else 60.0
+        return age > limit + 2.0
+
     def lock_info(self):
         try:
             return json.loads(read_text(self.lock_path(), "{}") or "{}")
@@ -507,6 +530,7 @@ class Agent(object):
 
     def write_lock_info(self):
         info = {"pid": os.getpid(), "holder": self.args.holder, "child": self.child_pid,
+                "idle_timeout": self.args.idle_timeout,
                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         data = json.dumps(info).encode()
         try:
@@ -589,6 +613,7 @@ class Agent(object):
                 log("host silent for %s s (link down?), exiting" % self.args.idle_timeout)
                 return 3
             lineno += 1
+            self.touch_lock()
             if status == "oversize":
                 self.out.send({"kind": "error", "id": None, "message":
                                "request line %d over %d bytes: %r"

@@ -201,7 +201,13 @@ def test_device_lock_busy_then_reaped(workdir: Path) -> None:
     message = json.loads(second.stdout.splitlines()[0])
     assert second.returncode == 4 and message["kind"] == "error"
     assert "device busy" in message["message"] and str(first.pid) in message["message"]
-    # a new host session (the old one lost its link) reaps the leftover agent and its runner
+    # a holder whose host is still talking to it is never reaped, even by --reap-stale
+    with pytest.raises(AgentError, match="device busy"):
+        session_for(workdir).start()
+    # its host silent for longer than its idle timeout (a cut link; injected by ageing the
+    # lock, which the holder refreshes on every host line): a new session reaps it
+    old = time.time() - 3600
+    os.utime(workdir / "agent.lock", (old, old))
     with session_for(workdir) as session:
         assert session.ping()
         assert first.wait(timeout=10) is not None

@@ -143,3 +143,16 @@ def test_stop_kills_the_whole_group_including_popen_workers(tmp_path: Path,
     assert stop_tracker() is True
     assert _group_members(state.pgid) == []
     assert tracker_state() is None and stop_tracker() is False
+
+
+def test_a_dead_tracker_is_a_transport_error_within_seconds() -> None:
+    from farm.build.tvm import api
+    from farm.errors import TransportError
+
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    with pytest.raises(TransportError, match=f"127.0.0.1:{port}"):
+        api.rpc_request("127.0.0.1", port, "nobody")
+    with pytest.raises(TransportError, match=f"127.0.0.1:{port}"):
+        api.tracker_summary("127.0.0.1", port)
+    assert time.monotonic() - started < 10

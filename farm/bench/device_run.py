@@ -314,8 +314,9 @@ class DeviceRun:
     # -- failure and end -----------------------------------------------------------------
     def _device_failed(self, exc: BaseException, done: set[str], current: str | None) -> None:
         self.status = "failed"
+        # the whole message, hint included: the next step must reach the summary
         self.detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, FarmError) \
-            else str(exc).splitlines()[0]
+            else " — ".join(line.strip() for line in str(exc).splitlines() if line.strip())
         for route in self.config.routes:
             if route in done:
                 continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,7 +43,8 @@ def make_artifact(kind: str, local: Path, remote_dir: str, target: str = "any",
                   name: str | None = None, content_name: bool = True) -> Artifact:
     """Describe `local` as an artifact; the remote name is `<sha12>-<name>` by default."""
     digest = sha256_file(local)
-    base = name or local.name
+    # remote names carry only plain characters, whatever the local file is called
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", name or local.name)
     remote_name = f"{digest[:12]}-{base}" if content_name else base
     return Artifact(kind, str(local.resolve()), f"{remote_dir}/{remote_name}", digest,
                     local.stat().st_size, target)

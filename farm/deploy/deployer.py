@@ -24,13 +24,17 @@ from farm.paths import agents_dir
 from farm.transports import Transport, open_transport
 
 _STAT_MARK = "@@farm-stat@@"
+_DF_MARK = "@@farm-df@@"
 # $1 = workdir; then directory names until "--"; then the files to stat (relative).
 _PLAN_SCRIPT = (
     'w="$1"; shift; mkdir -p "$w" && cd "$w" || exit 9; '
     'while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do mkdir -p "$1" || exit 9; shift; done; '
     '[ "$#" -gt 0 ] && shift; cat manifest.json 2>/dev/null; echo; echo "' + _STAT_MARK + '"; '
-    'for f in "$@"; do [ -f "$f" ] && stat -c "%s|%Y|%n" -- "$f"; done; exit 0'
+    'for f in "$@"; do [ -f "$f" ] && stat -c "%s|%Y|%n" -- "$f"; done; '
+    'echo "' + _DF_MARK + '"; df -Pk . 2>/dev/null; exit 0'
 )
+# bytes kept free on the device beyond what an upload needs
+_SPACE_MARGIN = 1 << 20
 
 Progress = Callable[[str, int, int, str], None]  # device, bytes done, bytes total, status
 
@@ -49,9 +53,10 @@ class DeployResult:
         return self.error is None
 
 
-def remote_state(transport: Transport, device: Device,
-                 artifacts: Sequence[Artifact]) -> tuple[dict, dict[str, tuple[int, int]]]:
-    """The device's manifest and (size, mtime_s) of each expected file present."""
+def remote_state(transport: Transport, device: Device, artifacts: Sequence[Artifact]
+                 ) -> tuple[dict, dict[str, tuple[int, int]], int | None]:
+    """The device's manifest, (size, mtime_s) of each expected file present, and the free
+    bytes in the work dir (None when `df` gave nothing readable)."""
     dirs = sorted({str(PurePosixPath(a.remote).parent) for a in artifacts})
     result = transport.run(["sh", "-c", _PLAN_SCRIPT, "sh", device.workdir, *dirs, "--",
                             *[a.remote for a in artifacts]], timeout=60, check=False)
@@ -60,7 +65,8 @@ def remote_state(transport: Transport, device: Device,
             f"device {device.name!r}: cannot create work dir {device.workdir}: "
             f"{result.stderr.strip()[-300:]}",
             hint="check `workdir` in the inventory and free space on the device")
-    head, _, stats = result.stdout.partition(_STAT_MARK)
+    head, _, rest = result.stdout.partition(_STAT_MARK)
+    stats, _, df = rest.partition(_DF_MARK)
     try:
         manifest = json.loads(head.strip() or "{}")
     except ValueError:
@@ -69,7 +75,16 @@ def remote_state(transport: Transport, device: Device,
     for line in stats.strip().splitlines():
         size, mtime, name = line.split("|", 2)
         present[name] = (int(size), int(mtime))
-    return manifest, present
+    return manifest, present, _free_bytes(df)
+
+
+def _free_bytes(df_output: str) -> int | None:
+    """Available bytes from POSIX `df -Pk` output (its last line, 4th column, KiB)."""
+    lines = df_output.strip().splitlines()
+    try:
+        return int(lines[-1].split()[3]) * 1024
+    except (IndexError, ValueError):
+        return None
 
 
 def unchanged(artifact: Artifact, manifest: dict, present: dict[str, tuple[int, int]]) -> bool:
@@ -90,10 +105,16 @@ def deploy_device(device: Device, artifacts: Sequence[Artifact],
     try:
         with open_transport(device) as transport:
             report(device.name, 0, 0, "checking")
-            manifest, present = remote_state(transport, device, artifacts)
+            manifest, present, free = remote_state(transport, device, artifacts)
             todo = [a for a in artifacts if not unchanged(a, manifest, present)]
             result.unchanged = [a.remote for a in artifacts if a not in todo]
             total = sum(a.size for a in todo)
+            if free is not None and total + _SPACE_MARGIN > free:
+                raise DeployError(
+                    f"device {device.name!r} is out of space: the upload needs "
+                    f"{total / 2**20:.1f} MiB, {free / 2**20:.1f} MiB free in {device.workdir}",
+                    hint="free space on the device or point `workdir` in the inventory at a "
+                         "larger file system")
             done = 0
             plan = []
             for artifact in todo:

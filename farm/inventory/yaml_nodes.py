@@ -54,20 +54,26 @@ def read_yaml(text: str, file: str) -> Located | None:
     if len(text.encode()) > MAX_INVENTORY_BYTES:
         raise ConfigError(f"file is larger than {MAX_INVENTORY_BYTES} bytes", file=file,
                           hint="an inventory is a short list of devices")
-    loader = _NoAliasLoader(text)
-    loader.name = file
+    loader = None
     try:
+        loader = _NoAliasLoader(text)  # the reader already rejects control characters
+        loader.name = file
         node = loader.get_single_node()
+        return None if node is None else _convert(node, file, loader)
+    except RecursionError:
+        raise ConfigError("YAML nested too deeply", file=file,
+                          hint="an inventory is a flat list of devices") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise ConfigError(f"not valid YAML: {exc.problem or exc}", file=file,
                           line=mark.line + 1 if mark else None,
                           hint="fix the syntax at that line") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", file=file) from None
+    except yaml.YAMLError as exc:  # e.g. ReaderError: a control character in the file
+        raise ConfigError(f"not valid YAML: {exc}", file=file,
+                          hint="remove the non-printable character") from None
     finally:
-        loader.dispose()
-    return None if node is None else _convert(node, file, loader)
+        if loader is not None:
+            loader.dispose()
 
 
 def _convert(node: yaml.Node, file: str, loader: yaml.SafeLoader) -> Located:

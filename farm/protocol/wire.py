@@ -121,7 +121,8 @@ def decode(line: str | bytes, lineno: int, where: str = "agent") -> dict[str, An
                             hint="a runner printed a huge line; check its stdout")
     try:
         message = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: a deeply nested line, well under the size cap
         raise ProtocolError(f"{where} line {lineno}: not JSON ({exc.__class__.__name__}): "
                             f"{excerpt(line)}",
                             hint="something other than the agent wrote to its stdout") from None

@@ -16,6 +16,10 @@ from pathlib import Path
 
 from farm.inventory.device import Device
 
+# A line longer than this is cut here (and the rest of it dropped): a runaway remote
+# process must not grow host memory; the protocol (1 MiB cap) then refuses the stub.
+LINE_CAP_BYTES = 4 << 20
+
 
 @dataclass(frozen=True)
 class RunResult:

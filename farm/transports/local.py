@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from farm.errors import TransportError
-from farm.transports.base import RemoteProcess, RunResult, Transport
+from farm.transports.base import LINE_CAP_BYTES, RemoteProcess, RunResult, Transport
 
 
 class LocalProcess(RemoteProcess):
@@ -26,7 +26,7 @@ class LocalProcess(RemoteProcess):
             self._proc = subprocess.Popen(
                 list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, env=full_env, start_new_session=True,
-                text=True, bufsize=1,
+                text=True, bufsize=1, errors="replace",  # a bad byte must reach the decoder
             )
         except OSError as exc:
             raise TransportError(f"cannot start {argv[0]!r}: {exc}", device="local") from exc
@@ -37,8 +37,15 @@ class LocalProcess(RemoteProcess):
 
     def _pump_stdout(self) -> None:
         assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            self._lines.put(line.rstrip("\n"))
+        skipping = False  # inside the dropped rest of an over-long line
+        while True:
+            line = self._proc.stdout.readline(LINE_CAP_BYTES + 1)
+            if not line:
+                break
+            complete = line.endswith("\n")
+            if not skipping:
+                self._lines.put(line.rstrip("\n"))
+            skipping = not complete
         self._lines.put(None)
 
     def _pump_stderr(self) -> None:

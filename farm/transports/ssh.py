@@ -21,7 +21,13 @@ import paramiko
 
 from farm.errors import HostKeyError, TransportError
 from farm.inventory.device import Device
-from farm.transports.base import RemoteProcess, RunResult, Transport, command_line
+from farm.transports.base import (
+    LINE_CAP_BYTES,
+    RemoteProcess,
+    RunResult,
+    Transport,
+    command_line,
+)
 
 CONNECT_TIMEOUT_S = 10.0
 CONNECT_BUDGET_S = 20.0  # total time spent retrying connection setup
@@ -52,6 +58,7 @@ class SSHProcess(RemoteProcess):
 
     def _pump(self) -> None:
         buffer = b""
+        skipping = False
         channel = self._channel
         try:
             while True:
@@ -64,7 +71,14 @@ class SSHProcess(RemoteProcess):
                     buffer += chunk
                     *complete, buffer = buffer.split(b"\n")
                     for raw in complete:
+                        if skipping:  # the end of an over-long line already cut
+                            skipping = False
+                            continue
                         self._lines.put(raw.decode(errors="replace"))
+                    if len(buffer) > LINE_CAP_BYTES:
+                        if not skipping:
+                            self._lines.put(buffer[:LINE_CAP_BYTES + 1].decode(errors="replace"))
+                        buffer, skipping = b"", True
                     continue
                 if channel.exit_status_ready() and not channel.recv_ready():
                     while channel.recv_stderr_ready():

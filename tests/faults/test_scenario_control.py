@@ -16,7 +16,7 @@ import pytest
 from farm.results.integrity import assert_store_ok
 from farm.results.store import ResultStore
 
-from .conftest import ORT_RUNNING
+from .lab_faults import ORT_RUNNING
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

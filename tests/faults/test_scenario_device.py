@@ -20,7 +20,8 @@ from farm.inventory import load_inventory
 from farm.results.integrity import assert_store_ok
 from farm.results.store import ResultStore
 
-from .conftest import ORT_RUNNING, check_failed_alone
+from .bench_run import check_failed_alone
+from .lab_faults import ORT_RUNNING
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

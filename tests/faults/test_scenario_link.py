@@ -12,7 +12,8 @@ import pytest
 from farm.inventory import load_inventory
 from farm.transports import open_transport
 
-from .conftest import ORT_RUNNING, check_failed_alone
+from .bench_run import check_failed_alone
+from .lab_faults import ORT_RUNNING
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -1,19 +1,17 @@
 """The TVM RPC tracker killed (SIGKILL, its whole process group) while a session is open.
 
 A session already granted talks to its RPC server directly, so it goes on working; a new
-session request must fail within seconds with a TransportError naming the tracker address
-(strict xfail: today TVM retries a dead tracker for 60 s); `farm tracker status` says
-no tracker runs (exit 1) and `farm tracker stop` still
-stops the orphaned RPC server, so no TVM process is left behind.
+session request fails within seconds (TVM alone retries for 60 s) with a TransportError
+naming the tracker address and `farm tracker start`; `farm tracker status` says no tracker
+runs (exit 1) and `farm tracker stop` still stops the orphaned RPC server, so no TVM
+process is left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
@@ -68,26 +66,10 @@ def test_9_tracker_killed_during_a_session(tmp_path: Path, monkeypatch: pytest.M
     _wait(lambda: _dead(server.pid, server.pgid), 10, "the orphaned RPC server to stop")
 
 
-@pytest.mark.xfail(strict=True, reason="farm/build/tvm/api.py rpc_request (and tracker_summary): "
-                   "tvm.rpc.connect_tracker retries a dead tracker for 60 s (12 x 5 s) before "
-                   "failing; check the port first (farm.rpc.procs.port_open) or connect with a "
-                   "short timeout, so a dead tracker is a TransportError within seconds")
-def test_9_session_request_to_a_dead_tracker_fails_fast(tmp_path: Path) -> None:
-    from farm.build.tvm import api
-
-    # the retrying thread outlives this test; keep its "retry in 5 secs" chatter quiet
-    logging.getLogger("RPCServer").setLevel(logging.ERROR)
+def test_9_session_request_to_a_dead_tracker_fails_fast() -> None:
     port = free_port()  # nothing listens there: a tracker that died
-    outcome: list[BaseException] = []
-
-    def request() -> None:
-        try:
-            api.rpc_request("127.0.0.1", port, "fault")
-        except BaseException as exc:
-            outcome.append(exc)
-
-    worker = threading.Thread(target=request, daemon=True)
-    worker.start()
-    worker.join(5)
-    assert outcome, "still retrying a dead tracker after 5 s"
-    assert isinstance(outcome[0], TransportError) and f"127.0.0.1:{port}" in str(outcome[0])
+    started = time.monotonic()
+    with pytest.raises(TransportError) as info, tracker_session("fault", port=port):
+        pass
+    assert time.monotonic() - started < 10  # TVM alone would retry for 60 s
+    assert f"127.0.0.1:{port}" in str(info.value) and "farm tracker start" in str(info.value)

@@ -158,3 +158,10 @@ def test_deeply_nested_line_is_a_protocol_error(opener: str) -> None:
     assert len(line) < wire.MAX_LINE_BYTES * 2
     with pytest.raises(ProtocolError):
         wire.decode(line[: wire.MAX_LINE_BYTES - 1], 1)
+
+
+@pytest.mark.parametrize("proto", ["true", "1.0"])
+def test_proto_must_be_the_integer_1(proto: str) -> None:
+    line = f'{{"proto": {proto}, "kind": "reply", "id": "a", "ok": true, "data": {{}}}}'
+    with pytest.raises(ProtocolError):
+        wire.decode(line, 1)

@@ -28,6 +28,7 @@ import numpy as np
 import onnx
 
 from farm.build.models.check import FTNS_TYPES, graph_inputs
+from farm.errors import BuildError
 from farm.paths import agents_dir
 
 if TYPE_CHECKING:
@@ -74,6 +75,10 @@ def _load_graph(model: ModelInfo | str | Path) -> onnx.ModelProto:
     return onnx.load(str(path), load_external_data=False)
 
 
+# one input tensor larger than this is a broken shape, not a benchmark input
+MAX_INPUT_BYTES = 1 << 30
+
+
 def make_inputs(model: ModelInfo | str | Path, seed: int = 0) -> dict[str, np.ndarray]:
     proto = _load_graph(model)
     seq = _seq_from_model(proto)
@@ -82,6 +87,13 @@ def make_inputs(model: ModelInfo | str | Path, seed: int = 0) -> dict[str, np.nd
     for vi in graph_inputs(proto):
         dtype = np.dtype(FTNS_TYPES.get(vi.type.tensor_type.elem_type, "float32"))
         shape = _shape(vi, seq)
+        nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+        if nbytes > MAX_INPUT_BYTES:
+            raise BuildError(
+                f"model input {vi.name!r} of shape {list(shape)} needs {nbytes / 2**20:.0f} MiB,"
+                f" over the {MAX_INPUT_BYTES // 2**20} MiB budget for one input",
+                hint="fix the input's static shape in the model (a batch or sequence "
+                     "dimension this large is a mistake)")
         lname = vi.name.lower()
         if dtype.kind == "f":
             feeds[vi.name] = rng.standard_normal(shape).astype(dtype)

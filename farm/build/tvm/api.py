@@ -213,8 +213,19 @@ def export_library(compiled: Compiled, path: Path, *, cross_cc: str | None) -> N
 
 
 # ---------------------------------------------------------------- RPC
+def _check_tracker_listens(host: str, port: int) -> None:
+    """Fail within seconds on a dead tracker: tvm.rpc.connect_tracker retries one for 60 s."""
+    import socket
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+    except OSError as exc:
+        raise TransportError(f"TVM RPC tracker {host}:{port} is not reachable: {exc}",
+                             hint="farm tracker start / farm tracker status") from exc
+
+
 def tracker_summary(host: str, port: int) -> dict[str, Any]:
     """The tracker's {"server_info": [...], "queue_info": {...}}."""
+    _check_tracker_listens(host, port)
     _tvm()
     from tvm import rpc
     try:
@@ -232,6 +243,7 @@ def rpc_request(host: str, port: int, key: str, *, priority: int = 1,
                 session_timeout: float = 0) -> Any:
     """A session on a server registered under `key`; blocks while every such server is busy
     (the tracker queues requests by priority, so sessions never collide)."""
+    _check_tracker_listens(host, port)
     _tvm()
     from tvm import rpc
     try:
