@@ -87,10 +87,6 @@ def test_bad_agent_line_fails_the_device_clearly(mode: str, tmp_path: Path,
     assert not leftovers(workdir)
 
 
-@pytest.mark.xfail(strict=True, reason="farm/transports/local.py LocalProcess: stdout is read "
-                   "as strict UTF-8 text, so a non-UTF-8 byte kills the pump thread; the host "
-                   "then waits dead_after_s and says 'agent silent (link down?)'. Open the pipes "
-                   "with errors='replace' (as SSHProcess does) so wire.decode names the line")
 def test_non_utf8_agent_output_reaches_the_decoder() -> None:
     code = ("import sys; sys.stdout.buffer.write(b'bad \\xff\\xfe bytes\\n'); "
             "sys.stdout.buffer.write(b'next\\n'); sys.stdout.flush()")

@@ -105,9 +105,6 @@ def test_bench_refuses_bad_model_and_stores_nothing(name: str, needle: str, farm
     assert not Path(os.environ["FARM_LOCAL_WORKDIR"]).exists()  # no device was touched
 
 
-@pytest.mark.xfail(strict=True, reason="farm/build/models/inputs.py make_inputs: an input of "
-                   "2**40 elements raises MemoryError (traceback) instead of a BuildError "
-                   "naming the input and its size; needs a size budget check before allocating")
 def test_absurd_input_size_is_a_clear_error(farm_home: Path, tmp_path: Path,
                                              farm: Callable) -> None:
     model = make_case("absurd_input_size", farm_home, tmp_path)

@@ -46,12 +46,6 @@ def test_7_two_benches_on_one_device(faults, start_bench) -> None:
     faults.assert_no_farm_process()
 
 
-@pytest.mark.xfail(strict=True, reason="agents/farm_agent.py + farm/protocol/session.py: the host "
-                   "always starts the agent with --reap-stale, so a bench from another state "
-                   "dir (another user or host, whose lease file we cannot see) kills the agent "
-                   "of a LIVE bench. The agent should reap only a holder whose host session is "
-                   "gone (e.g. holder lease expired / no ping for its idle timeout) and "
-                   "otherwise answer 'device busy, held by ...'")
 def test_7_two_benches_from_two_hosts_on_one_device(faults, start_bench,
                                                     tmp_path: Path) -> None:
     first = start_bench(["lab1"], min_time=2.0)

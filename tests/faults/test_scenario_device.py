@@ -73,10 +73,6 @@ def test_6_host_key_changed(faults, start_bench) -> None:
     faults.assert_no_farm_process()
 
 
-@pytest.mark.xfail(strict=True, reason="farm/bench/device_run.py DeviceRun._device_failed keeps "
-                   "only the first line of the error as the device detail, so the hint (the "
-                   "next step, here `farm devices trust lab1`) never reaches the bench summary "
-                   "nor the failed records")
 def test_6_host_key_changed_summary_says_the_next_step(faults, start_bench) -> None:
     with faults.host_key_changed("lab1"):
         bench = start_bench(["lab1"], runs=1, min_time=0.0)
@@ -92,11 +88,6 @@ def test_10_work_dir_full(faults, start_bench) -> None:
     faults.assert_no_farm_process()
 
 
-@pytest.mark.xfail(strict=True, reason="farm/transports/ssh.py SSHTransport.put (or "
-                   "farm/deploy/deployer.py deploy_device): a full work dir surfaces as "
-                   "paramiko's 'size mismatch in put! 188416 != 553028'; it should say the "
-                   "device is out of space (free vs needed bytes in the work dir) and the next "
-                   "step (free space or change `workdir`)")
 def test_10_work_dir_full_says_out_of_space(faults, start_bench) -> None:
     with faults.small_workdir("lab1", "256k"):
         bench = start_bench(["lab1"], runs=1, min_time=0.0)
