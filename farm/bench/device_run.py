@@ -11,7 +11,8 @@ read before and after each. After a route's last repeat its outputs are fetched 
 compared with the fp32 reference and with the routes finished before it: a mismatch makes
 the record `invalid` with the numbers, whatever its timings. A runner failure fails that
 route only; a lost agent or link fails the device (remaining routes get `failed` records
-naming the failure).
+naming the failure). A `tvm-rpc` device has no agent: `farm.bench.rpc_run` runs its TVM
+routes through tracker sessions, with the same records, output checks and failure rules.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from farm.bench.lease import DeviceLease
 from farm.bench.prepare import Prepared, agent_artifact, device_bundle
 from farm.bench.records import RouteOutcome, make_record
 from farm.bench.routes import RoutePlan, plan_route
+from farm.bench.rpc_run import run_rpc_device
 from farm.bench.stats import compare_outputs, drift_flags, interleaved_order
 from farm.build.models import ftns_module
 from farm.deploy import deploy_device
@@ -96,17 +98,14 @@ class DeviceRun:
         current: list[str | None] = [None]
         try:
             if self.device.transport == "tvm-rpc":
-                # no shell and no agent there: such devices are measured through TVM RPC
-                for route in self.config.routes:
-                    if route not in done:
-                        self._store(route, UNAVAILABLE, "tvm-rpc devices run no agent; "
-                                    "measure them with `farm tracker` (TVM RPC sessions)")
-                done.update(self.config.routes)
+                # no shell and no agent there: the TVM routes run through tracker sessions
+                # (the tracker queues clients, so no lease is taken)
+                run_rpc_device(self, done, current)
             if not set(self.config.routes) <= done:
                 lease = DeviceLease(self.device.name, self.run_id)
                 self.emit("phase", phase="lease")
                 with lease.hold(self.config.lock_wait_s):
-                    self._check_stop()
+                    self.check_stop()
                     self._run_leased(done, current)
             self.status = PARTIAL if any(r["status"] == FAILED for r in self.written) else OK
             if self.status == OK:
@@ -124,7 +123,7 @@ class DeviceRun:
             self.close()
             self.emit("device_done", status=self.status, detail=self.detail)
 
-    def _check_stop(self) -> None:
+    def check_stop(self) -> None:
         if self.stop.is_set():
             raise Interrupted
 
@@ -136,10 +135,10 @@ class DeviceRun:
             try:
                 self.plans[route] = plan_route(route, self.device, self.prepared)
             except BuildError as exc:
-                self._store(route, UNAVAILABLE, f"cannot build the {route} route for "
-                            f"{self.device.arch}: {exc}")
+                self.store_route(route, UNAVAILABLE, f"cannot build the {route} route for "
+                                 f"{self.device.arch}: {exc}")
                 done.add(route)
-            self._check_stop()
+            self.check_stop()
         bundle = device_bundle(self.device, self.prepared)
         have = {a.remote for a in bundle}
         for plan in self.plans.values():
@@ -149,7 +148,7 @@ class DeviceRun:
         result = deploy_device(self.device, bundle)
         if not result.ok:
             raise DeployError(result.error or "deploy failed")
-        self._check_stop()
+        self.check_stop()
         agent = agent_artifact(bundle)
         self.emit("phase", phase="agent")
         self.transport = open_transport(self.device)
@@ -169,7 +168,7 @@ class DeviceRun:
             if cap.get("ok"):
                 available.append(route)
             else:
-                self._store(route, UNAVAILABLE, cap.get("reason") or "not available")
+                self.store_route(route, UNAVAILABLE, cap.get("reason") or "not available")
                 done.add(route)
         order = interleaved_order(available, self.config.repeats, self.config.seed)
         left = {r: self.config.repeats for r in available}
@@ -178,7 +177,7 @@ class DeviceRun:
         for index, route in enumerate(order):
             if route in done:
                 continue
-            self._check_stop()
+            self.check_stop()
             if index and self.config.pause_s and self.stop.wait(self.config.pause_s):
                 raise Interrupted
             current[0] = route
@@ -188,8 +187,9 @@ class DeviceRun:
             except RouteFailed as exc:
                 if self.stop.is_set():  # cancelled by Ctrl-C, not a failure of the route
                     raise Interrupted from None
-                self._store(route, FAILED, f"{exc.message} | {exc.stderr_tail.strip()[-300:]}",
-                            outcomes[route])
+                self.store_route(route, FAILED,
+                                 f"{exc.message} | {exc.stderr_tail.strip()[-300:]}",
+                                 outcomes[route])
                 done.add(route)
                 current[0] = None
                 continue
@@ -245,7 +245,7 @@ class DeviceRun:
     def _finish_route(self, route: str, out: RouteOutcome) -> None:
         accuracy, problem = self._check_outputs(route, out)
         status = OK if problem is None else INVALID
-        self._store(route, status, problem, out, accuracy)
+        self.store_route(route, status, problem, out, accuracy)
 
     def _check_outputs(self, route: str,
                        out: RouteOutcome) -> tuple[dict[str, Any] | None, str | None]:
@@ -259,6 +259,12 @@ class DeviceRun:
         except (FarmError, ValueError, OSError) as exc:
             # a lost link shows up again at the next request and fails the device there
             return None, f"outputs {out.outputs_file} could not be checked: {exc}"
+        return self.judge_outputs(route, outputs)
+
+    def judge_outputs(self, route: str, outputs: dict[str, np.ndarray]
+                      ) -> tuple[dict[str, Any] | None, str | None]:
+        """(accuracy, problem or None) of a route's outputs against the fp32 reference and
+        the routes this device finished before; every path (agent, RPC) judges here."""
         p = self.prepared
         # a quantized model is held to a whole-tensor bound against fp32 (its quantization
         # error is not a route bug); routes running the same model are compared element-wise
@@ -276,8 +282,9 @@ class DeviceRun:
         self._outputs[route] = outputs
         return accuracy, "; ".join(problems) or None
 
-    def _store(self, route: str, status: str, detail: str | None,
-               out: RouteOutcome | None = None, accuracy: dict[str, Any] | None = None) -> None:
+    def store_route(self, route: str, status: str, detail: str | None,
+                    out: RouteOutcome | None = None,
+                    accuracy: dict[str, Any] | None = None) -> None:
         drift = None
         if out is not None and (out.state_before or out.state_after):
             drift = drift_flags(out.state_before, out.state_after)
@@ -323,7 +330,7 @@ class DeviceRun:
             why = (f"device lost during this route: {self.detail}" if route == current
                    else f"not run: device failed before this route: {self.detail}")
             with contextlib.suppress(FarmError):
-                self._store(route, FAILED, why)
+                self.store_route(route, FAILED, why)
         # measured routes stay, re-marked: the device did not finish its share of the run
         # (an invalid record keeps its status: wrong outputs matter more)
         finished = [r["record_id"] for r in self.written if r["status"] == OK]

@@ -1,0 +1,226 @@
+"""A `tvm-rpc` device's part of a bench: the TVM route keys through tracker sessions.
+
+Such a device (typically a phone running TVM's RPC app) runs only TVM's RPC server: no
+shell, no agent. So `tvm` and `tvm-unfused` run through `farm.rpc.tracker_session`; every
+other route key is recorded `unavailable`, naming the transport. Called from
+`DeviceRun.run()` with its `done` set and `current` route cell; records go through
+`DeviceRun.store_route` and outputs are judged by `DeviceRun.judge_outputs`, exactly as
+for agent routes.
+
+Per route key, the library comes from `build_tvm` for the device's target (cached by
+content). Each repeat (`interleaved_order`, `pause_s` between) is one measuring tracker
+session, so other clients of the device get it between repeats:
+
+1. probe (only before the key's first repeat, in a session of its own):
+   `run_vm(number=1, repeat=1)` times one inference on the device, which sizes step 2.
+2. measure: `run_vm(number=1, repeat=W + N)` – the library is uploaded and loaded, `main`
+   runs once for the outputs, then `time_evaluator` times W + N repeats ON the device.
+   The first W repeats are the warm-up (`warmup_runs`, `warmup_min_s`) and are dropped;
+   the N after are the samples (`min_runs`, `min_time_s`, capped by `max_time_s`).
+   `number` is 1, so a sample is one inference as on every other route; build_flags
+   record it (`{"rpc": true, "number": 1, ...}`).
+
+Not available over RPC, and left empty rather than guessed: device state (so no drift),
+peak memory, per-op profiles, the first inference's time. `load_ms` is the host's clock
+around load_module + input copies, RPC round trips included. A dead tracker or a key no
+server registers raises TransportError, which fails this device alone; an error inside a
+session (TVM error on the device, session timeout) fails that route only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from farm.bench.config import base_route, is_unfused
+from farm.bench.records import RouteOutcome
+from farm.bench.routes import _BUILD_LOCK, RoutePlan, _original_build_s, weight_bytes
+from farm.bench.stats import interleaved_order
+from farm.build.models import ftns_module
+from farm.errors import BuildError, FarmError, TransportError
+from farm.results.schema import FAILED, INVALID, OK, UNAVAILABLE
+
+if TYPE_CHECKING:
+    from farm.bench.device_run import DeviceRun
+    from farm.rpc.session import Session
+
+RPC_ROUTES = ("tvm",)
+NUMBER = 1                     # inferences per time_evaluator repeat (= per sample)
+MAX_REPEATS = 100_000          # a sanity cap on one session's repeats
+REGISTER_GRACE_S = 10.0        # a server re-registers with the tracker after each session
+
+
+def run_rpc_device(run: DeviceRun, done: set[str], current: list[str | None]) -> None:
+    """Bench `run.device` (transport tvm-rpc) through its tracker; see module docstring."""
+    device, config = run.device, run.config
+    for route in config.routes:
+        if route not in done and base_route(route) not in RPC_ROUTES:
+            run.store_route(route, UNAVAILABLE, f"not available on transport tvm-rpc: "
+                            f"{device.name} runs only TVM's RPC server (no shell, no agent), "
+                            "so only the tvm routes run there, through tracker sessions")
+            done.add(route)
+    wanted = [r for r in config.routes if r not in done]
+    if not wanted:
+        return
+    if not device.key:
+        raise TransportError(f"device {device.name!r} (transport tvm-rpc) has no tracker key",
+                             hint=f"add `key:` to its entry in {device.source}")
+    _wait_registered(run)  # before any build: a dead tracker fails the device in seconds
+    run.emit("phase", phase="build")
+    for route in wanted:
+        try:
+            run.plans[route] = _plan(run, route)
+        except BuildError as exc:
+            run.store_route(route, UNAVAILABLE, f"cannot build the {route} route for "
+                            f"{device.arch}: {exc}")
+            done.add(route)
+        run.check_stop()
+    available = [r for r in wanted if r not in done]
+    inputs, output_names = _graph_io(run)
+    order = interleaved_order(available, config.repeats, config.seed)
+    left = {r: config.repeats for r in available}
+    outcomes = {r: RouteOutcome(r) for r in available}
+    estimates: dict[str, float] = {}
+    outputs: dict[str, list[Any]] = {}
+    run.emit("phase", phase="running", total=len(order))
+    for index, route in enumerate(order):
+        if route in done:
+            continue
+        run.check_stop()
+        if index and config.pause_s and run.stop.wait(config.pause_s):
+            run.check_stop()
+        current[0] = route
+        run.emit("route_start", route=route, index=index, total=len(order),
+                 freq_mhz=None, temp_c=None)
+        _wait_registered(run)
+        try:
+            outputs[route] = _measure(run, route, inputs, outcomes[route], estimates)
+        except FarmError:
+            raise  # no session (tracker or server gone): the device is lost
+        except Exception as exc:  # TVM raises its own errors from the device
+            run.check_stop()
+            message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+            _keep_sessions(run, route, outcomes[route])
+            run.store_route(route, FAILED, f"TVM RPC session on key {device.key!r} failed: "
+                            f"{type(exc).__name__}: {message}", outcomes[route])
+            done.add(route)
+            current[0] = None
+            continue
+        left[route] -= 1
+        if not left[route]:
+            named = dict(zip(output_names, outputs[route], strict=False))
+            accuracy, problem = run.judge_outputs(route, named)
+            _keep_sessions(run, route, outcomes[route])
+            run.store_route(route, OK if problem is None else INVALID, problem,
+                            outcomes[route], accuracy)
+            done.add(route)
+        current[0] = None
+
+
+def _plan(run: DeviceRun, route: str) -> RoutePlan:
+    """The TVM library for the device's target; build facts and sizes as agent routes."""
+    from farm.build.tvm import build_tvm
+
+    with _BUILD_LOCK:  # the agent path's lock: same-target devices share cache entries
+        art = build_tvm(run.prepared.model.path, run.device, fusion=not is_unfused(route))
+    counts: dict[str, int] = {}
+    for source in art.schedule_sources.values():
+        counts[source] = counts.get(source, 0) + 1
+    weights = min(weight_bytes(run.prepared.model.path), art.size_bytes)
+    flags = {"tvm_key": art.key[:12], "target": art.target, "schedule_counts": counts,
+             "build_s": _original_build_s(art), "build_cached": art.cached, "rpc": True,
+             "number": NUMBER, "tracker_key": run.device.key,
+             "timer": "time_evaluator on the device",
+             "device_state": "no device state over TVM RPC"}
+    # the runtime is the RPC app's, already on the device: not counted
+    return RoutePlan("tvm", str(art.path), (), build_flags=flags,
+                     sizes={"code": art.size_bytes - weights, "weights": weights})
+
+
+def _keep_sessions(run: DeviceRun, route: str, out: RouteOutcome) -> None:
+    """Put each session's queue wait, upload and load times into the record's build_flags."""
+    plan = run.plans[route]
+    run.plans[route] = dataclasses.replace(plan, build_flags={
+        **plan.build_flags, "rpc_sessions": list(out.info.get("rpc_sessions", []))})
+
+
+def _graph_io(run: DeviceRun) -> tuple[list[np.ndarray], list[str]]:
+    """The bench's input tensors in graph input order, and the graph's output names (the
+    VM takes positional arguments and returns outputs in graph order)."""
+    import onnx
+
+    graph = onnx.load(str(run.prepared.model.path), load_external_data=False).graph
+    initializers = {t.name for t in graph.initializer}
+    feeds = dict(ftns_module().read(run.prepared.inputs_artifact.local))
+    inputs = [np.asarray(feeds[i.name]) for i in graph.input if i.name not in initializers]
+    return inputs, [o.name for o in graph.output]
+
+
+def _wait_registered(run: DeviceRun) -> None:
+    """Fail fast when no server holds the key: the tracker would queue the request forever."""
+    from farm.rpc import tracker_status
+
+    device = run.device
+    deadline = time.monotonic() + REGISTER_GRACE_S
+    while True:
+        status = tracker_status(device.tracker_host, device.tracker_port)
+        if any(s["key"] == device.key for s in status["servers"]):
+            return
+        if time.monotonic() > deadline:
+            raise TransportError(
+                f"no TVM RPC server is registered under key {device.key!r} at the tracker "
+                f"{device.tracker_host}:{device.tracker_port} (device {device.name})",
+                hint="start the RPC app on the device; `farm tracker status` lists the keys")
+        run.check_stop()
+        time.sleep(0.5)
+
+
+def _repeats(run: DeviceRun, estimate_ms: float) -> tuple[int, int]:
+    """(warm-up repeats, sample repeats) the policy asks for at `estimate_ms` a repeat."""
+    p = run.config.policy
+    per = max(estimate_ms, 1e-3)
+    warm = max(p.warmup_runs, math.ceil(p.warmup_min_s * 1000 / per))
+    n = max(p.min_runs, math.ceil(p.min_time_s * 1000 / per))
+    n = max(1, min(n, math.floor(p.max_time_s * 1000 / per), MAX_REPEATS))
+    return min(warm, MAX_REPEATS), n
+
+
+def _measure(run: DeviceRun, route: str, inputs: list[np.ndarray], out: RouteOutcome,
+             estimates: dict[str, float]) -> list[Any]:
+    """One repeat of `route` in one tracker session; samples appended to `out`."""
+    from farm.rpc import tracker_session
+
+    device, lib = run.device, Path(run.plans[route].model_remote)
+
+    def session() -> AbstractContextManager[Session]:
+        return tracker_session(device.key or "", host=device.tracker_host,
+                               port=device.tracker_port,
+                               session_timeout=run.config.timeout_s())
+
+    if route not in estimates:
+        # a session of its own: a second `run_vm` in one session re-uploads the library
+        # over the one its server process has loaded, and that process crashes
+        with session() as probing:
+            estimates[route] = probing.run_vm(lib, inputs, number=NUMBER, repeat=1).times_ms[0]
+        run.emit("stage", route=route, stage="loaded")
+    warm, n = _repeats(run, estimates[route])
+    with session() as measuring:
+        remote = measuring.run_vm(lib, inputs, number=NUMBER, repeat=warm + n)
+    samples = remote.times_ms[warm:]
+    out.samples_ms.extend(samples)
+    out.warmup_runs += 2 + warm  # the outputs run, time_evaluator's untimed call, W
+    if out.load_ms is None:
+        out.load_ms = remote.phases.get("load_s", 0.0) * 1000
+    sessions = out.info.setdefault("rpc_sessions", [])
+    sessions.append({"queued_s": round(remote.queued_s, 3), "warmup_repeats": warm,
+                     **{k: round(v, 3) for k, v in remote.phases.items()}})
+    median, p90 = np.percentile(out.samples_ms, [50, 90])
+    run.emit("samples", route=route, n=len(out.samples_ms), median_ms=float(median),
+             p90_ms=float(p90), progress=1.0)
+    return remote.outputs

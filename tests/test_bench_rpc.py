@@ -1,0 +1,110 @@
+"""A bench over a `tvm-rpc` device: a real TVM tracker and RPC server on loopback stand for
+a phone running TVM's RPC app. The TVM route runs through tracker sessions and times on the
+device; routes needing an agent are `unavailable` naming the transport; `local` benches
+alongside in the same run; a dead tracker fails that device alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from farm.bench.config import BenchConfig, Policy
+from farm.bench.runner import run_bench
+from farm.inventory import load_inventory
+from farm.inventory.builtin import local_device
+from farm.inventory.device import Device
+from farm.results.store import ResultStore
+from farm.rpc import start_rpc_server, start_tracker, stop_tracker, tracker_status
+from farm.rpc.procs import free_port, group_alive
+
+FAST = Policy(warmup_runs=2, warmup_min_s=0.05, min_runs=20, min_time_s=0.2, max_time_s=2.0)
+
+
+@pytest.fixture(autouse=True)
+def farm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FARM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def rpc_device(tmp_path: Path, port: int, key: str = "bench-phone") -> Device:
+    """The device as an inventory file describes it (parsed by the real loader)."""
+    path = tmp_path / "devices.yaml"
+    path.write_text(f"""\
+version: 1
+devices:
+  - name: phone
+    transport: tvm-rpc
+    arch: x86_64
+    cores: 1
+    key: {key}
+    tracker_host: 127.0.0.1
+    tracker_port: {port}
+""")
+    return load_inventory(str(path)).get("phone")
+
+
+def local(tmp_path: Path) -> Device:
+    return dataclasses.replace(local_device(), workdir=str(tmp_path / "wd-local"))
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_tvm_route_runs_through_a_tracker_session(tmp_path: Path) -> None:
+    port = free_port()
+    tracker = start_tracker(port=port)
+    try:
+        server = start_rpc_server("bench-phone", tracker_port=port,
+                                  env={**os.environ, "TVM_NUM_THREADS": "1"})
+        phone = rpc_device(tmp_path, port)
+        config = BenchConfig(routes=("ort", "tvm"), policy=FAST, pause_s=0.0, profile_runs=1)
+        with ResultStore(tmp_path / "r.sqlite") as store:
+            result = run_bench([phone, local(tmp_path)], config, store, "test")
+            recs = {(r["device"], r["route"]): r for r in store.records(result.run_id)}
+            assert store.integrity_check().ok
+        assert result.exit_code == 0, result.failures()
+        assert result.devices["phone"][0] == "ok"
+        tvm = recs[("phone", "tvm")]
+        assert tvm["status"] == "ok", tvm["status_detail"]
+        assert tvm["transport"] == "tvm-rpc"
+        assert tvm["n"] >= 20 and len(tvm["samples_ms"]) == tvm["n"]
+        assert 0 < tvm["median_ms"] <= tvm["p90_ms"] and tvm["load_ms"] > 0
+        assert tvm["accuracy"]["ok"] is True and tvm["accuracy"]["max_abs_diff"] < 1e-3
+        flags = tvm["build_flags"]
+        assert flags["rpc"] is True and flags["number"] == 1 and flags["tracker_key"] == \
+            "bench-phone"
+        assert flags["tvm_key"] and len(flags["rpc_sessions"]) == 1
+        assert flags["rpc_sessions"][0]["warmup_repeats"] >= 2
+        assert tvm["state_before"] is None and tvm["state_after"] is None
+        ort = recs[("phone", "ort")]
+        assert ort["status"] == "unavailable" and not ort["samples_ms"]
+        assert "transport tvm-rpc" in ort["status_detail"]
+        for route in ("ort", "tvm"):
+            mine = recs[("local", route)]
+            assert mine["status"] == "ok", mine["status_detail"]
+            assert mine["n"] >= 20 and mine["accuracy"]["ok"]
+        # every session was released: the server is free again, nothing queued
+        assert tracker_status("127.0.0.1", port)["queue"]["bench-phone"] == {
+            "free": 1, "pending": 0}
+    finally:
+        stop_tracker()
+    assert not group_alive(tracker.pgid) and not group_alive(server.pgid)
+
+
+@pytest.mark.tvm
+def test_a_dead_tracker_fails_that_device_alone(tmp_path: Path) -> None:
+    phone = rpc_device(tmp_path, free_port())  # nothing listens there
+    config = BenchConfig(routes=("ort", "tvm"), policy=FAST, pause_s=0.0, profile_runs=1)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        result = run_bench([phone, local(tmp_path)], config, store, "test")
+        recs = {(r["device"], r["route"]): r for r in store.records(result.run_id)}
+        assert store.integrity_check().ok
+    assert result.exit_code == 3 and result.status == "partial"
+    status, detail = result.devices["phone"]
+    assert status == "failed" and "tracker 127.0.0.1:" in detail and "not reachable" in detail
+    assert recs[("phone", "ort")]["status"] == "unavailable"  # decided before any session
+    assert recs[("phone", "tvm")]["status"] == "failed"
+    assert "tracker" in recs[("phone", "tvm")]["status_detail"]
+    assert recs[("local", "ort")]["status"] == "ok"

@@ -1,0 +1,84 @@
+"""A real tracker on the host and a TVM RPC server on lab1, joined only by SSH port forwards:
+the tracker lists the server, a session runs the tiny encoder on lab1 and times it there,
+the server listens on lab1's loopback only, and leaving the block leaves no server process
+behind on lab1."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from farm.build.models.config import PRESETS
+from farm.build.models.encoder import build_encoder
+from farm.build.models.inputs import make_inputs
+from farm.inventory import load_inventory
+from farm.rpc import start_tracker, stop_tracker, tracker_session, tracker_status
+from farm.rpc.forward import forwarded_rpc_server
+from farm.rpc.procs import free_port
+from farm.transports.ssh import SSHTransport
+
+pytestmark = [pytest.mark.lab, pytest.mark.tvm, pytest.mark.slow]
+
+
+def _rpc_processes(lab, name: str) -> list[str]:
+    return [cmd for cmd in lab.processes(name).values()
+            if "tvm.exec.rpc_server" in cmd or "popen_worker" in cmd]
+
+
+def _listeners(lab, name: str, port: int) -> list[str]:
+    out = lab.run_in(name, ["ss", "-Hltn"]).stdout
+    return [line.split()[3] for line in out.splitlines()
+            if re.search(rf":{port}$", line.split()[3])]
+
+
+def test_forwarded_server_runs_a_session_on_lab1(lab, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    lab.require("lab1")
+    if lab.namespace("lab1") is None:
+        pytest.skip("the forward needs a device with its own loopback (netns lab)")
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    from farm.build.tvm import build_tvm
+
+    device = load_inventory(str(lab.inventory_path)).get("lab1")
+    model = tmp_path / "tiny.onnx"
+    onnx.save(build_encoder(PRESETS["tiny"]), str(model))
+    feeds = make_inputs(model)
+    expected = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    lib = build_tvm(model, device).path
+
+    tracker = start_tracker(port=free_port())
+    transport = SSHTransport(device)
+    try:
+        with forwarded_rpc_server(transport, "lab1-fwd", tracker_port=tracker.port,
+                                  env={"TVM_NUM_THREADS": "1"}) as server:
+            assert server.alive() and server.pgid > 0
+            status = tracker_status()
+            assert {"key": "lab1-fwd", "addr": f"127.0.0.1:{server.port}"} in status["servers"]
+            assert status["queue"]["lab1-fwd"] == {"free": 1, "pending": 0}
+
+            # on lab1: the server and the forward's end listen on loopback only
+            assert _listeners(lab, "lab1", server.port) == [f"127.0.0.1:{server.port}"]
+            assert _listeners(lab, "lab1", server.tracker_port) == \
+                [f"127.0.0.1:{server.tracker_port}"]
+            assert _rpc_processes(lab, "lab1")
+
+            with tracker_session("lab1-fwd", port=tracker.port) as session:
+                run = session.run_vm(lib, list(feeds.values()), number=2, repeat=2)
+            assert len(run.times_ms) == 2 and all(t > 0 for t in run.times_ms)
+            np.testing.assert_allclose(run.outputs[0], expected, atol=1e-4, rtol=1e-3)
+    finally:
+        transport.close()
+        stop_tracker()
+
+    deadline = time.monotonic() + 10
+    while _rpc_processes(lab, "lab1") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _rpc_processes(lab, "lab1") == []
+    assert _listeners(lab, "lab1", server.port) == []
