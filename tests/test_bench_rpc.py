@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,13 @@ from farm.rpc.procs import free_port, group_alive
 FAST = Policy(warmup_runs=2, warmup_min_s=0.05, min_runs=20, min_time_s=0.2, max_time_s=2.0)
 
 
-@pytest.fixture(autouse=True)
-def farm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("FARM_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
+@pytest.fixture(scope="module", autouse=True)
+def farm_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One home for the module: the second test reuses the first one's TVM builds."""
+    home = tmp_path_factory.mktemp("farm_home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FARM_HOME", str(home))
+        yield home
 
 
 def rpc_device(tmp_path: Path, port: int, key: str = "bench-phone") -> Device:

@@ -1,11 +1,16 @@
 """A real tracker on the host and a TVM RPC server on lab1, joined only by SSH port forwards:
 the tracker lists the server, a session runs the tiny encoder on lab1 and times it there,
 the server listens on lab1's loopback only, and leaving the block leaves no server process
-behind on lab1."""
+behind on lab1. The same through `farm deploy --rpc-server` stopped with Ctrl-C, and a
+forwarder killed outright (its SSH connection drops) takes the device's server with it."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,9 +24,8 @@ from farm.build.models.encoder import build_encoder
 from farm.build.models.inputs import make_inputs
 from farm.inventory import load_inventory
 from farm.rpc import start_tracker, stop_tracker, tracker_session, tracker_status
-from farm.rpc.forward import forwarded_rpc_server
+from farm.rpc.forward_child import forwarded_rpc_server_process
 from farm.rpc.procs import free_port
-from farm.transports.ssh import SSHTransport
 
 pytestmark = [pytest.mark.lab, pytest.mark.tvm, pytest.mark.slow]
 
@@ -39,9 +43,7 @@ def _listeners(lab, name: str, port: int) -> list[str]:
 
 def test_forwarded_server_runs_a_session_on_lab1(lab, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    lab.require("lab1")
-    if lab.namespace("lab1") is None:
-        pytest.skip("the forward needs a device with its own loopback (netns lab)")
+    _netns_lab1(lab)
     monkeypatch.setenv("FARM_HOME", str(tmp_path))
     from farm.build.tvm import build_tvm
 
@@ -54,10 +56,10 @@ def test_forwarded_server_runs_a_session_on_lab1(lab, tmp_path: Path,
     lib = build_tvm(model, device).path
 
     tracker = start_tracker(port=free_port())
-    transport = SSHTransport(device)
     try:
-        with forwarded_rpc_server(transport, "lab1-fwd", tracker_port=tracker.port,
-                                  env={"TVM_NUM_THREADS": "1"}) as server:
+        # the forwards run in a child: this process is a TVM client (see forward_child)
+        with forwarded_rpc_server_process(device, "lab1-fwd", tracker_port=tracker.port,
+                                          env={"TVM_NUM_THREADS": "1"}) as server:
             assert server.alive() and server.pgid > 0
             status = tracker_status()
             assert {"key": "lab1-fwd", "addr": f"127.0.0.1:{server.port}"} in status["servers"]
@@ -73,12 +75,74 @@ def test_forwarded_server_runs_a_session_on_lab1(lab, tmp_path: Path,
                 run = session.run_vm(lib, list(feeds.values()), number=2, repeat=2)
             assert len(run.times_ms) == 2 and all(t > 0 for t in run.times_ms)
             np.testing.assert_allclose(run.outputs[0], expected, atol=1e-4, rtol=1e-3)
+        assert not server.alive()
     finally:
-        transport.close()
         stop_tracker()
 
-    deadline = time.monotonic() + 10
-    while _rpc_processes(lab, "lab1") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _rpc_processes(lab, "lab1") == []
+    assert _wait_gone(lab, "lab1") == []
     assert _listeners(lab, "lab1", server.port) == []
+
+
+def _wait_gone(lab, name: str, timeout_s: float = 15.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while _rpc_processes(lab, name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _rpc_processes(lab, name)
+
+
+def _netns_lab1(lab) -> None:
+    lab.require("lab1")
+    if lab.namespace("lab1") is None:
+        pytest.skip("the forward needs a device with its own loopback (netns lab)")
+
+
+def test_killed_forwarder_takes_the_device_server_with_it(lab, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _netns_lab1(lab)
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    device = load_inventory(str(lab.inventory_path)).get("lab1")
+    tracker = start_tracker(port=free_port())
+    try:
+        with forwarded_rpc_server_process(device, "lab1-kill",
+                                          tracker_port=tracker.port) as server:
+            assert _rpc_processes(lab, "lab1")
+            server._proc.kill()  # no cleanup by the forwarder: the watchdog must do it
+            server._proc.wait()
+            assert _wait_gone(lab, "lab1") == []
+            deadline = time.monotonic() + 10
+            while tracker_status()["servers"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert tracker_status()["servers"] == []
+    finally:
+        stop_tracker()
+
+
+def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _netns_lab1(lab)
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    tracker = start_tracker(port=free_port())
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    cli = subprocess.Popen([sys.executable, "-m", "farm.cli.main", "--inventory",
+                            str(lab.inventory_path), "deploy", "--rpc-server", "--key",
+                            "lab1-cli", "--device", "lab1"],
+                           stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and cli.poll() is None:
+            servers = tracker_status()["servers"]
+            if servers:
+                break
+            time.sleep(0.3)
+        assert [s["key"] for s in servers] == ["lab1-cli"], cli.stderr
+        port = int(servers[0]["addr"].rsplit(":", 1)[1])
+        assert _listeners(lab, "lab1", port) == [f"127.0.0.1:{port}"]
+        cli.send_signal(signal.SIGINT)
+        assert cli.wait(timeout=30) == 0
+        assert _wait_gone(lab, "lab1") == []
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        stop_tracker()

@@ -108,7 +108,9 @@ def run_rpc_device(run: DeviceRun, done: set[str], current: list[str | None]) ->
             message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
             _keep_sessions(run, route, outcomes[route])
             run.store_route(route, FAILED, f"TVM RPC session on key {device.key!r} failed: "
-                            f"{type(exc).__name__}: {message}", outcomes[route])
+                            f"{type(exc).__name__}: {message} (a session process that died "
+                            "on the device shows as kShutdown: see the RPC server's log)",
+                            outcomes[route])
             done.add(route)
             current[0] = None
             continue

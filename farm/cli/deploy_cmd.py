@@ -1,17 +1,23 @@
-"""`farm deploy` — push the agent and artifacts to devices, in parallel, with progress."""
+"""`farm deploy` — push the agent and artifacts to devices, in parallel, with progress.
+
+`farm deploy --rpc-server --key K --device NAME` instead runs a TVM RPC server on the SSH
+device NAME, registered with farm's tracker under K through SSH port forwards (nothing
+listens beyond loopback), in the foreground until Ctrl-C (see farm/rpc/forward.py).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import threading
+import time
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from farm.deploy import DeployResult, deploy
-from farm.errors import EXIT_PARTIAL
+from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
 
 
@@ -21,10 +27,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="device to deploy to (repeatable; default: local)")
     parser.add_argument("--all", action="store_true", help="every device of the inventory")
     parser.add_argument("--output", choices=["table", "json"], default="table")
+    parser.add_argument("--rpc-server", action="store_true",
+                        help="run a TVM RPC server on --device, registered with the tracker "
+                             "through SSH port forwards, until Ctrl-C")
+    parser.add_argument("--key", help="tracker key of the --rpc-server")
+    parser.add_argument("--tracker-port", type=int, default=None,
+                        help="tracker port on 127.0.0.1 (default: the tracker farm runs)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rpc_server:
+        return run_rpc_server(args)
     inventory = load_inventory(args.inventory)
     devices = [d for d in inventory.select(args.devices, args.all) if d.transport != "tvm-rpc"]
     console = Console(stderr=True)
@@ -59,3 +73,39 @@ def render_summary(results: list[DeployResult]) -> Table:
         table.add_row(r.device, "ok" if r.ok else "FAILED", str(len(r.uploaded)),
                       str(len(r.unchanged)), str(r.bytes_sent), f"{r.seconds:.2f}")
     return table
+
+
+def run_rpc_server(args: argparse.Namespace) -> int:
+    from farm.rpc.forward import forwarded_rpc_server
+    from farm.rpc.tracker import tracker_state
+    from farm.transports.ssh import SSHTransport
+
+    if not args.key or not args.devices or len(args.devices) != 1 or args.all:
+        raise UsageError("--rpc-server needs --key K and exactly one --device NAME")
+    device = load_inventory(args.inventory).get(args.devices[0])
+    if device.transport != "ssh":
+        raise UsageError(f"--rpc-server needs an ssh device; {device.name} is "
+                         f"{device.transport}", hint="a local server: farm tracker serve")
+    port = args.tracker_port
+    if port is None:
+        state = tracker_state()
+        if state is None:
+            raise UsageError("no tracker is running", hint="farm tracker start")
+        port = state.port
+    console = Console(stderr=True)
+    transport = SSHTransport(device)
+    try:
+        with forwarded_rpc_server(transport, args.key, tracker_port=port) as server:
+            console.print(f"RPC server {args.key} on {device.name} registered with "
+                          f"127.0.0.1:{port} (forwarded 127.0.0.1:{server.port}); Ctrl-C stops")
+            try:
+                while server.alive():
+                    time.sleep(1.0)
+            except KeyboardInterrupt:
+                console.print("stopping")
+                return 0
+            console.print(f"[red]RPC server {args.key} on {device.name} exited[/red]: "
+                          f"{server.log_tail()[-800:]}")
+            return 1
+    finally:
+        transport.close()
