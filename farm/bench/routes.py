@@ -36,7 +36,7 @@ from farm.build.registry import Artifact, make_artifact
 from farm.inventory.device import Device
 from farm.paths import state_dir
 
-_BUILD_LOCK = threading.Lock()
+BUILD_LOCK = threading.Lock()
 ORT_OPTIONS = {"provider": "CPUExecutionProvider", "opt_level": "all"}
 
 
@@ -54,10 +54,10 @@ def plan_route(route_key: str, device: Device, prepared: Prepared) -> RoutePlan:
     """Plan a route key (`ort`, `tvm-unfused`, …; see `farm.bench.config`)."""
     route, fused = base_route(route_key), not is_unfused(route_key)
     if route == "tvm":
-        with _BUILD_LOCK:
+        with BUILD_LOCK:
             return _plan_tvm(device, prepared, fused)
     if route == "custom":
-        with _BUILD_LOCK:
+        with BUILD_LOCK:
             return _plan_custom(device, prepared, fused)
     options = {**ORT_OPTIONS, "opt_level": "all" if fused else "disable"}
     return RoutePlan("ort", prepared.model_artifact.remote, options=options,
@@ -97,12 +97,12 @@ def _plan_tvm(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
     return RoutePlan("tvm", lib.remote, tuple(items),
                      build_flags={"tvm_key": art.key[:12], "target": art.target,
                                   "schedule_counts": counts,
-                                  "build_s": _original_build_s(art), "build_cached": art.cached},
+                                  "build_s": original_build_s(art), "build_cached": art.cached},
                      sizes={"runtime": runtime, "code": art.size_bytes - weights,
                             "weights": weights})
 
 
-def _original_build_s(art: Any) -> float:
+def original_build_s(art: Any) -> float:
     """What the artifact cost to build, also when this bench found it in the cache."""
     if art.cached and art.meta_path is not None:
         return float(json.loads(Path(art.meta_path).read_text()).get("build_s") or 0.0)

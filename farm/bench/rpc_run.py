@@ -40,7 +40,7 @@ import numpy as np
 
 from farm.bench.config import base_route, is_unfused
 from farm.bench.records import RouteOutcome
-from farm.bench.routes import _BUILD_LOCK, RoutePlan, _original_build_s, weight_bytes
+from farm.bench.routes import BUILD_LOCK, RoutePlan, original_build_s, weight_bytes
 from farm.bench.stats import interleaved_order
 from farm.build.models import ftns_module
 from farm.errors import BuildError, FarmError, TransportError
@@ -129,14 +129,14 @@ def _plan(run: DeviceRun, route: str) -> RoutePlan:
     """The TVM library for the device's target; build facts and sizes as agent routes."""
     from farm.build.tvm import build_tvm
 
-    with _BUILD_LOCK:  # the agent path's lock: same-target devices share cache entries
+    with BUILD_LOCK:  # the agent path's lock: same-target devices share cache entries
         art = build_tvm(run.prepared.model.path, run.device, fusion=not is_unfused(route))
     counts: dict[str, int] = {}
     for source in art.schedule_sources.values():
         counts[source] = counts.get(source, 0) + 1
     weights = min(weight_bytes(run.prepared.model.path), art.size_bytes)
     flags = {"tvm_key": art.key[:12], "target": art.target, "schedule_counts": counts,
-             "build_s": _original_build_s(art), "build_cached": art.cached, "rpc": True,
+             "build_s": original_build_s(art), "build_cached": art.cached, "rpc": True,
              "number": NUMBER, "tracker_key": run.device.key,
              "timer": "time_evaluator on the device",
              "device_state": "no device state over TVM RPC"}
