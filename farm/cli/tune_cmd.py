@@ -13,7 +13,7 @@ import sys
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from farm.build.models import VARIANTS, resolve_model
+from farm.build.models import VARIANTS
 from farm.build.tvm.tune import DEFAULT_OPS, tune_tvm
 from farm.inventory import load_inventory
 
@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     device = load_inventory(args.inventory).get(args.device)
+    from farm.build.models import resolve_model
+
     model = resolve_model(args.model, args.variant)
     ops = None if args.ops == "all" else tuple(o for o in args.ops.split(",") if o)
     with Progress(TextColumn(f"tuning {model.name} for {device.name}"), BarColumn(),
