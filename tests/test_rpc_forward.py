@@ -106,8 +106,9 @@ def test_killed_forwarder_takes_the_device_server_with_it(lab, tmp_path: Path,
         with forwarded_rpc_server_process(device, "lab1-kill",
                                           tracker_port=tracker.port) as server:
             assert _rpc_processes(lab, "lab1")
-            server._proc.kill()  # no cleanup by the forwarder: the watchdog must do it
-            server._proc.wait()
+            os.kill(server.pid, signal.SIGKILL)  # no cleanup by the forwarder: the
+            while server.alive():                # device-side watchdog must do it
+                time.sleep(0.05)
             assert _wait_gone(lab, "lab1") == []
             deadline = time.monotonic() + 10
             while tracker_status()["servers"] and time.monotonic() < deadline:
@@ -121,7 +122,7 @@ def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _netns_lab1(lab)
     monkeypatch.setenv("FARM_HOME", str(tmp_path))
-    tracker = start_tracker(port=free_port())
+    start_tracker(port=free_port())
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}
     cli = subprocess.Popen([sys.executable, "-m", "farm.cli.main", "--inventory",
@@ -145,4 +146,24 @@ def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tmp_path: Path,
         if cli.poll() is None:
             cli.kill()
             cli.wait()
+        stop_tracker()
+
+
+def test_a_device_python_without_tvm_is_a_clear_error(lab, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from farm.errors import TransportError
+
+    _netns_lab1(lab)
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    device = dataclasses.replace(load_inventory(str(lab.inventory_path)).get("lab1"),
+                                 python="/usr/bin/python3")
+    tracker = start_tracker(port=free_port())
+    try:
+        with pytest.raises(TransportError, match=r"lab1.*exited.*No module named 'tvm'"), \
+                forwarded_rpc_server_process(device, "lab1-none", tracker_port=tracker.port):
+            pass
+        assert tracker_status()["servers"] == []
+    finally:
         stop_tracker()

@@ -14,6 +14,11 @@ Over one paramiko connection (`SSHTransport.client()`):
    lab device in its network namespace).
 No RPC port is ever bound beyond loopback (TVM RPC has no authentication).
 
+The forwards are threads of the calling process: a process that is itself a TVM RPC client
+must use `farm.rpc.forward_child.forwarded_rpc_server_process` instead (TVM's client holds
+the GIL while it waits on its socket, which would starve these threads: a deadlock).
+`farm deploy --rpc-server` runs this in the foreground.
+
 The server runs under a small watchdog (`_WATCHDOG`) in its own process group on the
 device: TVM's server forks a `popen_worker` child that outlives its parent. When the SSH
 channel's stdin closes (the block exits, or this host process dies and the connection
@@ -230,7 +235,10 @@ def forwarded_rpc_server(transport: SSHTransport, key: str, *,
         server_argv = rpc_server_argv(key, tracker=f"127.0.0.1:{remote_tracker}", port=port,
                                       python=device.python, custom_addr="127.0.0.1")
         process = transport.start([device.python, "-c", _WATCHDOG, *server_argv], env=env)
-        first = process.read_line(timeout=30)
+        try:
+            first = process.read_line(timeout=30)
+        except EOFError:
+            first = None
         if first is None or not first.strip().isdigit():
             raise TransportError(f"the RPC server watchdog did not start: {first!r} "
                                  f"{process.stderr_tail()}", device=device.name)
@@ -239,9 +247,10 @@ def forwarded_rpc_server(transport: SSHTransport, key: str, *,
         deadline = time.monotonic() + register_timeout_s
         while not _registered((tracker_host, tracker_port), key, port):
             if not server.alive() or time.monotonic() > deadline:
+                why = "exited" if not server.alive() else f"waited {register_timeout_s} s"
                 raise TransportError(
                     f"RPC server {key} on {device.name} did not register with the tracker "
-                    f"{tracker_host}:{tracker_port} within {register_timeout_s} s: "
+                    f"{tracker_host}:{tracker_port} ({why}): "
                     f"{server.log_tail()[-800:]}", device=device.name,
                     hint=f"can `{device.python}` import tvm on the device?")
             time.sleep(0.2)
@@ -250,5 +259,6 @@ def forwarded_rpc_server(transport: SSHTransport, key: str, *,
         if process is not None:
             process.close(timeout=10)  # EOF on the watchdog's stdin: it kills the group
             if process.exit_status() == -1 and server_pgid:  # the watchdog did not answer
-                transport.run(["kill", "-KILL", "--", f"-{server_pgid}"], check=False)
+                with contextlib.suppress(TransportError):
+                    transport.run(["kill", "-KILL", "--", f"-{server_pgid}"], check=False)
         forwards.close()

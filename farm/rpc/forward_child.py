@@ -45,6 +45,11 @@ class ChildForward:
         self.device, self.key, self.port = info.device, info.key, info.port
         self.tracker_port, self.pgid = info.tracker_port, info.pgid
 
+    @property
+    def pid(self) -> int:
+        """The forwarding child's pid (host side)."""
+        return self._proc.pid
+
     def alive(self) -> bool:
         return self._proc.poll() is None
 
@@ -72,7 +77,7 @@ def forwarded_rpc_server_process(device: Device, key: str, *, tracker_host: str 
             raise TransportError(
                 f"forwarded RPC server for {key} did not start: "
                 f"{answer.get('error', f'no answer within {start_timeout_s:.0f} s')}",
-                device=device.name, hint=answer.get("hint"))
+                hint=answer.get("hint"))  # the child's message names the device
         yield ChildForward(ForwardInfo(**answer), proc)
     finally:
         with contextlib.suppress(OSError):
