@@ -37,18 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
     p.add_argument("--routes", default="ort", help=f"comma list of {','.join(KNOWN_ROUTES)}")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
-    d = Policy()
-    p.add_argument("--runs", type=int, default=d.min_runs, help="minimum measured runs")
-    p.add_argument("--min-time", type=float, default=d.min_time_s, help="minimum seconds")
-    p.add_argument("--max-time", type=float, default=d.max_time_s, help="maximum seconds")
-    p.add_argument("--warmup", type=int, default=d.warmup_runs, help="warm-up runs")
-    p.add_argument("--warmup-time", type=float, default=d.warmup_min_s,
-                   help="minimum warm-up seconds")
-    p.add_argument("--pause", type=float, default=1.0, help="seconds between routes")
-    p.add_argument("--seed", type=int, default=0, help="route order and bootstrap seed")
+    add_policy_options(p)
     p.add_argument("--repeats", type=int, default=1,
                    help="rounds of all routes (samples of a route are pooled)")
-    p.add_argument("--profile-runs", type=int, default=3, help="per-op profiling runs")
     p.add_argument("--route-timeout", type=float, default=None,
                    help="kill a route after this many seconds (default from --max-time)")
     p.add_argument("--lock-wait", type=float, default=0.0,
@@ -64,9 +55,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def add_policy_options(p: argparse.ArgumentParser) -> None:
+    """How to measure: the stopping rules, order and profiling (shared with `triangle`)."""
+    d = Policy()
+    p.add_argument("--runs", type=int, default=d.min_runs, help="minimum measured runs")
+    p.add_argument("--min-time", type=float, default=d.min_time_s, help="minimum seconds")
+    p.add_argument("--max-time", type=float, default=d.max_time_s, help="maximum seconds")
+    p.add_argument("--warmup", type=int, default=d.warmup_runs, help="warm-up runs")
+    p.add_argument("--warmup-time", type=float, default=d.warmup_min_s,
+                   help="minimum warm-up seconds")
+    p.add_argument("--pause", type=float, default=1.0, help="seconds between routes")
+    p.add_argument("--seed", type=int, default=0, help="route order and bootstrap seed")
+    p.add_argument("--profile-runs", type=int, default=3, help="per-op profiling runs")
+
+
+def policy_from(args: argparse.Namespace) -> Policy:
+    return Policy(warmup_runs=args.warmup, warmup_min_s=args.warmup_time,
+                  min_runs=args.runs, min_time_s=args.min_time, max_time_s=args.max_time)
+
+
 def config_from(args: argparse.Namespace) -> BenchConfig:
-    policy = Policy(warmup_runs=args.warmup, warmup_min_s=args.warmup_time,
-                    min_runs=args.runs, min_time_s=args.min_time, max_time_s=args.max_time)
+    policy = policy_from(args)
     routes = tuple(r.strip() for r in args.routes.split(",") if r.strip())
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,

@@ -21,8 +21,9 @@ from typing import Any
 
 from rich.console import Console
 
-from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
+from farm.bench.config import KNOWN_ROUTES, BenchConfig
 from farm.bench.runner import Bench
+from farm.cli.bench_cmd import add_policy_options, policy_from
 from farm.cli.report_cmd import add_report_options, render
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
@@ -42,16 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     p.add_argument("--repeats", type=int, default=2,
                    help="interleaved rounds of all routes (pooled; default 2)")
-    d = Policy()
-    p.add_argument("--runs", type=int, default=d.min_runs, help="minimum measured runs")
-    p.add_argument("--min-time", type=float, default=d.min_time_s, help="minimum seconds")
-    p.add_argument("--max-time", type=float, default=d.max_time_s, help="maximum seconds")
-    p.add_argument("--warmup", type=int, default=d.warmup_runs, help="warm-up runs")
-    p.add_argument("--warmup-time", type=float, default=d.warmup_min_s,
-                   help="minimum warm-up seconds")
-    p.add_argument("--pause", type=float, default=1.0, help="seconds between routes")
-    p.add_argument("--seed", type=int, default=0, help="route order and bootstrap seed")
-    p.add_argument("--profile-runs", type=int, default=3, help="per-op profiling runs")
+    add_policy_options(p)
     add_report_options(p)
     p.set_defaults(func=run)
 
@@ -60,8 +52,7 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     routes = tuple(r.strip() for r in args.routes.split(",") if r.strip())
     if args.profile_runs < 1:
         raise UsageError("--profile-runs must be >= 1: the per-op table needs a profile")
-    policy = Policy(warmup_runs=args.warmup, warmup_min_s=args.warmup_time,
-                    min_runs=args.runs, min_time_s=args.min_time, max_time_s=args.max_time)
+    policy = policy_from(args)
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs)
