@@ -21,14 +21,6 @@ AARCH64 = Device(name="a64", transport="ssh", arch="aarch64", triple="aarch64-li
 
 
 @pytest.fixture(scope="module")
-def farm_home(tmp_path_factory: pytest.TempPathFactory):
-    home = tmp_path_factory.mktemp("farm_home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FARM_HOME", str(home))
-        yield home
-
-
-@pytest.fixture(scope="module")
 def tiny_model(farm_home: Path) -> Path:
     path = farm_home / "tiny.onnx"
     onnx.save(build_encoder(PRESETS["tiny"]), str(path))

@@ -33,14 +33,6 @@ pytestmark = [pytest.mark.tvm, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def farm_home(tmp_path_factory: pytest.TempPathFactory):
-    home = tmp_path_factory.mktemp("farm_home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FARM_HOME", str(home))
-        yield home
-
-
-@pytest.fixture(scope="module")
 def tracker(farm_home: Path):
     port = free_port()
     state = start_tracker(port=port)
@@ -100,20 +92,21 @@ def test_two_sessions_on_one_key_queue_instead_of_colliding(tracker, tiny_lib) -
     spans: dict[str, tuple[float, float]] = {}
     pending_seen: list[int] = []
 
+    granted = threading.Event()
+
     def user(name: str, hold_s: float) -> None:
         with tracker_session("loop", port=port) as session:
             start = time.monotonic()
+            granted.set()
             session.run_vm(lib, inputs, number=1, repeat=1)
             time.sleep(hold_s)
             spans[name] = (start, time.monotonic())
 
     first = threading.Thread(target=user, args=("first", 2.0))
     first.start()
-    deadline = time.monotonic() + 20
-    while "first" not in spans and time.monotonic() < deadline:
-        if tracker_status()["queue"]["loop"]["free"] == 0:
-            break
-        time.sleep(0.1)
+    # the first user holds the server before the second asks (the tracker's free count can
+    # read 0 while a server re-registers, so wait for the grant itself)
+    assert granted.wait(30)
     second = threading.Thread(target=user, args=("second", 0.0))
     second.start()
     time.sleep(0.8)

@@ -29,14 +29,6 @@ POLICY = {"warmup_runs": 2, "warmup_min_s": 0.0, "min_runs": 5, "min_time_s": 0.
 
 
 @pytest.fixture(scope="module")
-def farm_home(tmp_path_factory: pytest.TempPathFactory):
-    home = tmp_path_factory.mktemp("farm_home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FARM_HOME", str(home))
-        yield home
-
-
-@pytest.fixture(scope="module")
 def tiny(farm_home: Path) -> tuple[Path, Path, np.ndarray]:
     """Model, its FTNS inputs, and ORT's output for them."""
     model = farm_home / "tiny.onnx"
