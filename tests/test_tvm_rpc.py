@@ -156,3 +156,11 @@ def test_a_dead_tracker_is_a_transport_error_within_seconds() -> None:
     with pytest.raises(TransportError, match=f"127.0.0.1:{port}"):
         api.tracker_summary("127.0.0.1", port)
     assert time.monotonic() - started < 10
+
+
+def test_two_runs_in_one_session(tracker, tiny_lib) -> None:
+    lib, inputs, expected = tiny_lib
+    with tracker_session("loop", port=tracker[0].port) as session:
+        for _ in range(2):  # the second upload must not replace the loaded library
+            run = session.run_vm(lib, inputs, number=1, repeat=2)
+            np.testing.assert_allclose(run.outputs[0], expected, atol=1e-4, rtol=1e-3)

@@ -259,16 +259,20 @@ def remote_vm_run(remote: Any, lib_path: Path, inputs: list[Any], *, number: int
     """Upload and load a library on the session's device, run `main` once for its outputs,
     then time it ON the device with `time_evaluator`: (per-repeat ms, numpy outputs, phases)."""
     import time
+    import uuid
 
     tvm = _tvm()
     from tvm import relax
     phases: dict[str, float] = {}
     started = time.monotonic()
-    remote.upload(str(lib_path))
+    # a fresh remote name per call: re-uploading over a library the session process has
+    # loaded crashes it (seen: kShutdown on the second run in one session)
+    remote_name = f"{uuid.uuid4().hex[:12]}-{lib_path.name}"
+    remote.upload(str(lib_path), target=remote_name)
     phases["upload_s"] = time.monotonic() - started
     started = time.monotonic()
     dev = remote.cpu()
-    vm = relax.VirtualMachine(remote.load_module(lib_path.name), dev)
+    vm = relax.VirtualMachine(remote.load_module(remote_name), dev)
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
     phases["load_s"] = time.monotonic() - started
     result = vm["main"](*args)
