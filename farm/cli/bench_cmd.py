@@ -30,11 +30,7 @@ OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark a model on devices (live view)")
-    p.add_argument("--device", action="append", dest="devices", metavar="NAME",
-                   help="device to bench (repeatable; default: local)")
-    p.add_argument("--all", action="store_true", help="every device of the inventory")
-    p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
-    p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
+    add_target_options(p)
     p.add_argument("--routes", default="ort", help=f"comma list of {','.join(KNOWN_ROUTES)}")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     add_policy_options(p)
@@ -53,6 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", metavar="FILE",
                    help="result store (default: .farm/results.sqlite, or $FARM_HOME)")
     p.set_defaults(func=run)
+
+
+def add_target_options(p: argparse.ArgumentParser) -> None:
+    """Which devices and which model (shared with `triangle`)."""
+    p.add_argument("--device", action="append", dest="devices", metavar="NAME",
+                   help="device (repeatable; default: local)")
+    p.add_argument("--all", action="store_true", help="every device of the inventory")
+    p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
+    p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
 
 
 def add_policy_options(p: argparse.ArgumentParser) -> None:

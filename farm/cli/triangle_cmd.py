@@ -23,7 +23,7 @@ from rich.console import Console
 
 from farm.bench.config import KNOWN_ROUTES, BenchConfig
 from farm.bench.runner import Bench
-from farm.cli.bench_cmd import add_policy_options, policy_from
+from farm.cli.bench_cmd import add_policy_options, add_target_options, policy_from
 from farm.cli.report_cmd import add_report_options, render
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
@@ -33,11 +33,7 @@ from farm.views.live import run_ui
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("triangle", help="run every route on devices and report which wins")
-    p.add_argument("--device", action="append", dest="devices", metavar="NAME",
-                   help="device (repeatable; default: local)")
-    p.add_argument("--all", action="store_true", help="every device of the inventory")
-    p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
-    p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
+    add_target_options(p)
     p.add_argument("--routes", default=",".join(KNOWN_ROUTES),
                    help=f"comma list (default: all of {','.join(KNOWN_ROUTES)})")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
