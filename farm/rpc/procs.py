@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -104,8 +105,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def spawn(name: str, argv: list[str], host: str, port: int, log: Path,
-          ready_timeout_s: float = 30.0, env: dict[str, str] | None = None) -> ServiceProcess:
-    """Start `argv` in a new session; wait until it accepts TCP on host:port."""
+          ready_timeout_s: float = 30.0, env: dict[str, str] | None = None,
+          ready: Callable[[], bool] | None = None) -> ServiceProcess:
+    """Start `argv` in a new session; wait until `ready()` (default: it accepts TCP on
+    host:port). A TVM RPC server must not be probed by connecting: a connection that sends no
+    RPC magic makes it drop and redo its tracker registration, so it passes its own `ready`."""
+    is_ready = ready or (lambda: port_open(host, port))
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
@@ -120,7 +125,7 @@ def spawn(name: str, argv: list[str], host: str, port: int, log: Path,
             raise TransportError(f"{name} exited with status {proc.returncode} before "
                                  f"listening on {host}:{port}; log {log}:\n{tail}",
                                  hint="is the port already in use?")
-        if port_open(host, port):
+        if is_ready():
             return service
         time.sleep(0.1)
     stop_group(proc.pid, 1.0)

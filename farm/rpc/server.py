@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 
 from farm.errors import TransportError, UsageError
 from farm.rpc.procs import ServiceProcess, free_port, spawn
@@ -39,16 +38,21 @@ def start_rpc_server(key: str, *, tracker_host: str = "127.0.0.1",
     port = port or free_port()
     argv = rpc_server_argv(key, tracker=f"{tracker_host}:{tracker_port}", port=port)
     servers = tracker_dir() / "servers"
-    service = spawn(f"tvm rpc server {key}", argv, "127.0.0.1", port,
-                    servers / f"{key}-{port}.log", env=env)
+    def registered() -> bool:
+        try:
+            summary = api.tracker_summary(tracker_host, tracker_port)
+        except TransportError:
+            return False  # the tracker restarting: keep waiting until the deadline
+        return any(s["key"].split(":", 1)[-1] == key and int(s["addr"][1]) == port
+                   for s in summary.get("server_info", []))
+
+    try:
+        service = spawn(f"tvm rpc server {key}", argv, "127.0.0.1", port,
+                        servers / f"{key}-{port}.log", env=env,
+                        ready_timeout_s=register_timeout_s, ready=registered)
+    except TransportError as exc:
+        raise TransportError(f"RPC server {key} on port {port} did not register with the "
+                             f"tracker {tracker_host}:{tracker_port}: {exc}",
+                             hint=exc.hint) from exc
     service.save(servers / f"{key}-{port}.json")
-    deadline = time.monotonic() + register_timeout_s
-    while time.monotonic() < deadline:
-        summary = api.tracker_summary(tracker_host, tracker_port)
-        if any(s["key"].split(":", 1)[-1] == key and int(s["addr"][1]) == port
-               for s in summary.get("server_info", [])):
-            return service
-        time.sleep(0.2)
-    service.stop()
-    raise TransportError(f"RPC server {key} on port {port} did not register with the tracker "
-                         f"{tracker_host}:{tracker_port} within {register_timeout_s} s")
+    return service
