@@ -65,3 +65,31 @@ def test_bad_workdir_fails_alone(tmp_path, monkeypatch):
 def test_bundle_contains_agent_and_runners():
     names = [a.remote for a in bundle_for(local_device())]
     assert names[0].startswith("agent/farm_agent-")
+
+
+def test_deploy_model_ships_only_what_was_built_from_it(tmp_path, monkeypatch, capsys):
+    from farm.build.models import resolve_model
+    from farm.cli.main import main
+
+    monkeypatch.setenv("FARM_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("FARM_LOCAL_WORKDIR", str(tmp_path / "device"))
+    monkeypatch.delenv("FARM_INVENTORY", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./devices.yaml: built-in `local` only
+    assert main(["deploy", "--model", "tiny"]) == 2  # nothing built yet: say what to run
+    err = capsys.readouterr().err
+    assert "nothing is built from model tiny-fp32 for local" in err
+    assert "farm build --model tiny --variant fp32 --device local" in err
+    for variant in ("fp32", "int8-dynamic"):
+        assert main(["build", "--device", "local", "--model", "tiny", "--variant", variant,
+                     "--routes", "ort"]) == 0
+    fp32, int8 = (resolve_model("tiny", v) for v in ("fp32", "int8-dynamic"))
+    model_remotes = {a.remote: a.source for a in bundle_for(local_device()) if a.kind == "model"}
+    assert set(model_remotes.values()) == {fp32.sha256, int8.sha256}  # plain deploy: every build
+    only = {a.remote for a in bundle_for(local_device(), model_sha=fp32.sha256)
+            if a.kind == "model"}
+    assert only == {r for r, sha in model_remotes.items() if sha == fp32.sha256}
+    capsys.readouterr()
+    assert main(["deploy", "--model", "tiny", "--output", "json"]) == 0
+    uploaded = json.loads(capsys.readouterr().out)[0]["uploaded"]
+    assert only <= set(uploaded)
+    assert not any(r in uploaded for r, sha in model_remotes.items() if sha == int8.sha256)

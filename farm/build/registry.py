@@ -29,6 +29,7 @@ class Artifact:
     sha256: str
     size: int
     target: str    # x86_64 | aarch64 | any
+    source: str = ""  # sha256 of the model it was built from; "" when model-independent
 
 
 def sha256_file(path: Path) -> str:
@@ -40,14 +41,15 @@ def sha256_file(path: Path) -> str:
 
 
 def make_artifact(kind: str, local: Path, remote_dir: str, target: str = "any",
-                  name: str | None = None, content_name: bool = True) -> Artifact:
+                  name: str | None = None, content_name: bool = True,
+                  source: str = "") -> Artifact:
     """Describe `local` as an artifact; the remote name is `<sha12>-<name>` by default."""
     digest = sha256_file(local)
     # remote names carry only plain characters, whatever the local file is called
     base = re.sub(r"[^A-Za-z0-9._-]", "_", name or local.name)
     remote_name = f"{digest[:12]}-{base}" if content_name else base
     return Artifact(kind, str(local.resolve()), f"{remote_dir}/{remote_name}", digest,
-                    local.stat().st_size, target)
+                    local.stat().st_size, target, source)
 
 
 def registry_path() -> Path:
@@ -76,5 +78,8 @@ def register(artifact: Artifact) -> Artifact:
     return artifact
 
 
-def for_target(arch: str) -> list[Artifact]:
-    return [a for a in registered() if a.target in (arch, "any")]
+def for_target(arch: str, model_sha: str | None = None) -> list[Artifact]:
+    """Registered artifacts for `arch`; with `model_sha`, only those built from that model
+    (plus the model-independent ones such as executors)."""
+    return [a for a in registered() if a.target in (arch, "any")
+            and (model_sha is None or a.source in ("", model_sha))]

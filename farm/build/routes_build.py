@@ -71,7 +71,8 @@ def build_route(route: str, model_path: Any, device: Device, *, fusion: bool = T
             plan_path, facts = cached_plan(model_path)
             report("executor", 0.6)
             executor = build_executor(device.arch, state_dir() / "artifacts" / "custom")
-            registry.register(registry.make_artifact("plan", plan_path, "artifacts"))
+            registry.register(registry.make_artifact(
+                "plan", plan_path, "artifacts", source=registry.sha256_file(model_path)))
             registry.register(registry.make_artifact(
                 "executor", executor, f"runners/custom-{device.arch}", target=device.arch,
                 name="fk_exec", content_name=False))
@@ -80,7 +81,8 @@ def build_route(route: str, model_path: Any, device: Device, *, fusion: bool = T
                               time.perf_counter() - started, [str(plan_path), str(executor)],
                               facts)
         if route == "ort":
-            registry.register(registry.make_artifact("model", model_path, "models"))
+            registry.register(registry.make_artifact(
+                "model", model_path, "models", source=registry.sha256_file(model_path)))
             return BuiltRoute("ort", True, "nothing to compile: ONNX Runtime loads the model",
                               time.perf_counter() - started, [str(model_path)])
         raise UsageError(f"unknown route {route!r}", hint="use ort, tvm or custom")

@@ -26,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", action="append", dest="devices", metavar="NAME",
                         help="device to deploy to (repeatable; default: local)")
     parser.add_argument("--all", action="store_true", help="every device of the inventory")
+    parser.add_argument("--model", help="ship only what was built from this model (a preset or "
+                                        ".onnx path, as in `farm build`) instead of every build")
+    parser.add_argument("--variant", default="fp32",
+                        help="variant of --model: fp32 | int8-dynamic | int8-qdq | int4")
     parser.add_argument("--output", choices=["table", "json"], default="table")
     parser.add_argument("--rpc-server", action="store_true",
                         help="run a TVM RPC server on --device, registered with the tracker "
@@ -41,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         return run_rpc_server(args)
     inventory = load_inventory(args.inventory)
     devices = [d for d in inventory.select(args.devices, args.all) if d.transport != "tvm-rpc"]
+    model_sha = _built_model_sha(args.model, args.variant, devices) if args.model else None
     console = Console(stderr=True)
     lock = threading.Lock()
     with Progress(TextColumn("{task.description:<12}"), BarColumn(), DownloadColumn(),
@@ -52,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             with lock:
                 bar.update(tasks[device], completed=done, total=total or None, status=status)
 
-        results = deploy(devices, progress)
+        results = deploy(devices, progress, model_sha)
     if args.output == "json":
         print(json.dumps([vars(r) for r in results.values()], indent=2))
     else:
@@ -63,6 +68,22 @@ def run(args: argparse.Namespace) -> int:
     if all(not r.uploaded for r in results.values() if r.ok) and not failed:
         console.print("nothing to upload: every device already has every file")
     return EXIT_PARTIAL if failed else 0
+
+
+def _built_model_sha(spec: str, variant: str, devices: list) -> str:
+    """The sha256 of model `spec`, after checking every device has something built from it."""
+    from farm.build.models import resolve_model
+    from farm.build.registry import for_target
+
+    model = resolve_model(spec, variant)
+    missing = [d.name for d in devices
+               if not any(a.source == model.sha256 for a in for_target(d.arch, model.sha256))]
+    if missing:
+        raise UsageError(f"nothing is built from model {model.name} for "
+                         f"{', '.join(missing)}",
+                         hint=f"run `farm build --model {spec} --variant {variant} --device "
+                              f"{missing[0]}` first (or deploy without --model)")
+    return model.sha256
 
 
 def render_summary(results: list[DeployResult]) -> Table:

@@ -10,9 +10,12 @@ from farm.devices.fanout import fan_out
 from farm.inventory.device import Device
 
 
-def deploy(devices: Sequence[Device], progress: Progress | None = None) -> dict[str, DeployResult]:
-    """Deploy each device's bundle in parallel; one device's failure never stops the others."""
-    outcomes = fan_out(devices, lambda d: deploy_device(d, bundle_for(d), progress))
+def deploy(devices: Sequence[Device], progress: Progress | None = None,
+           model_sha: str | None = None) -> dict[str, DeployResult]:
+    """Deploy each device's bundle in parallel; one device's failure never stops the others.
+    `model_sha`: only the artifacts built from that model (see `bundle_for`)."""
+    outcomes = fan_out(devices, lambda d: deploy_device(d, bundle_for(d, model_sha=model_sha),
+                                                        progress))
     return {name: (o if isinstance(o, DeployResult) else DeployResult(name, error=str(o)))
             for name, o in outcomes.items()}
 

@@ -29,16 +29,17 @@ def runner_artifacts() -> list[Artifact]:
 
 
 def bundle_for(device: Device, extra: list[Path] | None = None, *,
-               registered: bool = True) -> list[Artifact]:
+               registered: bool = True, model_sha: str | None = None) -> list[Artifact]:
     """Everything `farm deploy` pushes to `device`, in upload order (agent first).
 
-    `registered=False` leaves out the build registry (a bench adds just what it runs)."""
+    `registered=False` leaves out the build registry (a bench adds just what it runs);
+    `model_sha` keeps only what was built from that model (`farm deploy --model`)."""
     items: list[Artifact] = []
     if (agents_dir() / AGENT_FILE).is_file():
         items.append(agent_artifact())
     items.extend(runner_artifacts())
     if registered:
-        items.extend(for_target(device.arch))
+        items.extend(for_target(device.arch, model_sha))
     items.extend(make_artifact("file", p, "artifacts") for p in (extra or []))
     seen: set[str] = set()
     unique = []

@@ -131,7 +131,7 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
     lib, meta_path = out_dir / "model.so", out_dir / "model.so.json"
     if lib.is_file() and meta_path.is_file():
         report("cached", 1.0)
-        return _register(_load_cached(meta_path, lib), device)
+        return _register(_load_cached(meta_path, lib), device, model_sha)
 
     started = time.monotonic()
     report("import", 0.1)
@@ -161,7 +161,7 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
     report("done", 1.0)
     artifact = TvmArtifact(lib, key, spec, {k: v["schedule"] for k, v in kernels.items()},
                            build_s, lib.stat().st_size, meta_path)
-    return _register(artifact, device)
+    return _register(artifact, device, model_sha)
 
 
 def _host_arch() -> str:
@@ -169,15 +169,15 @@ def _host_arch() -> str:
     return "aarch64" if machine in ("arm64", "aarch64") else machine
 
 
-def _register(artifact: TvmArtifact, device: Device) -> TvmArtifact:
+def _register(artifact: TvmArtifact, device: Device, model_sha: str) -> TvmArtifact:
     """List the library and its sidecar for `farm deploy` (sidecar named `<lib remote>.json`)."""
     lib = registry.register(registry.make_artifact(
         "tvm-lib", artifact.path, "artifacts", target=device.arch,
-        name=f"tvm-{artifact.key[:12]}.so"))
+        name=f"tvm-{artifact.key[:12]}.so", source=model_sha))
     if artifact.meta_path is not None:
         registry.register(registry.make_artifact(
             "tvm-meta", artifact.meta_path, "artifacts", target=device.arch,
-            name=Path(lib.remote).name + ".json", content_name=False))
+            name=Path(lib.remote).name + ".json", content_name=False, source=model_sha))
     return artifact
 
 
