@@ -98,6 +98,51 @@ def test_tvm_route_runs_through_a_tracker_session(tmp_path: Path) -> None:
 
 
 @pytest.mark.tvm
+@pytest.mark.slow
+def test_rpc_record_has_a_per_op_profile_by_category(tmp_path: Path) -> None:
+    """Two repeats share nothing but the estimate; the profile comes after the last one's
+    samples, kernel by kernel on the device, and `farm report` shows it."""
+    from farm.bench.categories import CATEGORIES
+    from farm.report.analysis import load_report
+
+    port = free_port()
+    tracker = start_tracker(port=port)
+    try:
+        server = start_rpc_server("bench-phone", tracker_port=port,
+                                  env={**os.environ, "TVM_NUM_THREADS": "1"})
+        config = BenchConfig(routes=("tvm",), policy=FAST, pause_s=0.0, profile_runs=3,
+                             repeats=2)
+        with ResultStore(tmp_path / "r.sqlite") as store:
+            result = run_bench([rpc_device(tmp_path, port)], config, store, "test")
+            (rec,) = store.records(result.run_id)
+            report = load_report(store, [result.run_id])
+    finally:
+        stop_tracker()
+    assert not group_alive(tracker.pgid) and not group_alive(server.pgid)
+    assert rec["status"] == "ok", rec["status_detail"]
+    ops = rec["ops"]
+    assert ops is not None and "time_evaluator" in ops["method"] and "error" not in ops
+    cats = ops["categories"]
+    assert set(cats) == set(CATEGORIES)
+    # timed on the device; the fused FFN kernel (matmul+erf) counts as fc, as on SSH devices
+    assert all(cats[c] > 0 for c in ("attention", "fc", "layernorm")), cats
+    assert ops["total_ms"] == pytest.approx(sum(cats.values()))
+    assert sum(n["ms"] for n in ops["nodes"]) == pytest.approx(ops["total_ms"])
+    assert all(n["calls"] >= 1 and n["ms"] == pytest.approx(n["ms_per_call"] * n["calls"])
+               for n in ops["nodes"])
+    assert not ops["unprofiled"]
+    assert len(ops["category_runs"]) == 3
+    # kernels alone miss only VM builtins and in-graph cache effects: the sum stays near the
+    # end-to-end time measured on the same device (loose: a shared 2-core host is noisy)
+    assert 0.3 < ops["total_ms"] / rec["median_ms"] < 2.0, (ops["total_ms"], rec["median_ms"])
+    sessions = rec["build_flags"]["rpc_sessions"]
+    assert [s["probe"] for s in sessions] == [True, False]  # one session per repeat
+    assert "profile_s" in sessions[1] and "profile_s" not in sessions[0]
+    (row,) = report.tables["ops"].rows
+    assert row["device"] == "phone" and row["profiled_ms"] == pytest.approx(ops["total_ms"])
+
+
+@pytest.mark.tvm
 def test_a_dead_tracker_fails_that_device_alone(tmp_path: Path) -> None:
     phone = rpc_device(tmp_path, free_port())  # nothing listens there
     config = BenchConfig(routes=("ort", "tvm"), policy=FAST, pause_s=0.0, profile_runs=1)

@@ -67,9 +67,11 @@ def test_cross_compile_aarch64_gives_an_aarch64_elf(tiny_model: Path) -> None:
     from farm.build.tvm import build_tvm
 
     art = build_tvm(tiny_model, AARCH64)
-    header = art.path.read_bytes()[:20]
-    assert header[:4] == b"\x7fELF"
-    assert int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
+    assert art.kernels_path is not None  # the kernels alone, for per-kernel timing over RPC
+    for lib in (art.path, art.kernels_path):
+        header = lib.read_bytes()[:20]
+        assert header[:4] == b"\x7fELF"
+        assert int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
     assert art.target["mattr"] == ["+dotprod", "+neon"]
     kinds = {a.kind for a in for_target("aarch64") if a.local in (str(art.path),
                                                                   str(art.meta_path))}

@@ -8,31 +8,35 @@ other route key is recorded `unavailable`, naming the transport. Called from
 for agent routes.
 
 Per route key, the library comes from `build_tvm` for the device's target (cached by
-content). Each repeat (`interleaved_order`, `pause_s` between) is one measuring tracker
-session, so other clients of the device get it between repeats:
+content). Each repeat (`interleaved_order`, `pause_s` between) is one tracker session, so
+other clients of the device get it between repeats. In the session the library is uploaded
+and loaded once, `main` runs once for the outputs, then:
 
-1. probe (only before the key's first repeat, in a session of its own):
-   `run_vm(number=1, repeat=1)` times one inference on the device, which sizes step 2.
-2. measure: `run_vm(number=1, repeat=W + N)` – the library is uploaded and loaded, `main`
-   runs once for the outputs, then `time_evaluator` times W + N repeats ON the device.
+1. probe (only in the key's first repeat): `time_evaluator(number=1, repeat=1)` times one
+   inference on the device, which sizes step 2.
+2. measure: `time_evaluator(number=1, repeat=W + N)` times W + N repeats ON the device.
    The first W repeats are the warm-up (`warmup_runs`, `warmup_min_s`) and are dropped;
    the N after are the samples (`min_runs`, `min_time_s`, capped by `max_time_s`).
    `number` is 1, so a sample is one inference as on every other route; build_flags
    record it (`{"rpc": true, "number": 1, ...}`).
+3. profile (only in the key's last repeat, when `profile_runs` > 0, after its samples):
+   each kernel timed alone on the device (`farm.bench.rpc_profile`, which says why not
+   in-graph), stored in the record's `ops` with a `method` saying how.
 
 Not available over RPC, and left empty rather than guessed: device state (so no drift),
-peak memory, per-op profiles, the first inference's time. `load_ms` is the host's clock
-around load_module + input copies, RPC round trips included. A dead tracker or a key no
-server registers raises TransportError, which fails this device alone; an error inside a
-session (TVM error on the device, session timeout) fails that route only.
+peak memory, the first inference's time. `load_ms` is the host's clock around
+load_module + input copies, RPC round trips included. A dead tracker or a key no server
+registers raises TransportError, which fails this device alone; an error inside a session
+(TVM error on the device, session timeout) fails that route only, except in the profile,
+whose failure is recorded in `ops.error` while the samples stand.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +104,8 @@ def run_rpc_device(run: DeviceRun, done: set[str], current: list[str | None]) ->
                  freq_mhz=None, temp_c=None)
         _wait_registered(run)
         try:
-            outputs[route] = _measure(run, route, inputs, outcomes[route], estimates)
+            outputs[route] = _measure(run, route, inputs, outcomes[route], estimates,
+                                      profile=left[route] == 1 and config.profile_runs > 0)
         except FarmError:
             raise  # no session (tracker or server gone): the device is lost
         except Exception as exc:  # TVM raises its own errors from the device
@@ -140,8 +145,10 @@ def _plan(run: DeviceRun, route: str) -> RoutePlan:
              "number": NUMBER, "tracker_key": run.device.key,
              "timer": "time_evaluator on the device",
              "device_state": "no device state over TVM RPC"}
-    # the runtime is the RPC app's, already on the device: not counted
+    # the runtime is the RPC app's, already on the device: not counted; the sidecar and the
+    # kernels-only library serve the per-op profile (rpc_profile)
     return RoutePlan("tvm", str(art.path), (), build_flags=flags,
+                     options={"meta": str(art.meta_path), "kernels": str(art.kernels_path)},
                      sizes={"code": art.size_bytes - weights, "weights": weights})
 
 
@@ -194,35 +201,57 @@ def _repeats(run: DeviceRun, estimate_ms: float) -> tuple[int, int]:
 
 
 def _measure(run: DeviceRun, route: str, inputs: list[np.ndarray], out: RouteOutcome,
-             estimates: dict[str, float]) -> list[Any]:
-    """One repeat of `route` in one tracker session; samples appended to `out`."""
+             estimates: dict[str, float], *, profile: bool) -> list[Any]:
+    """One repeat of `route` in one tracker session; samples appended to `out`, and with
+    `profile` the per-op profile (after the samples) put in `out.ops`."""
     from farm.rpc import tracker_session
 
-    device, lib = run.device, Path(run.plans[route].model_remote)
-
-    def session() -> AbstractContextManager[Session]:
-        return tracker_session(device.key or "", host=device.tracker_host,
-                               port=device.tracker_port,
-                               session_timeout=run.config.timeout_s())
-
-    if route not in estimates:
-        # a session of its own: a second `run_vm` in one session re-uploads the library
-        # over the one its server process has loaded, and that process crashes
-        with session() as probing:
-            estimates[route] = probing.run_vm(lib, inputs, number=NUMBER, repeat=1).times_ms[0]
-        run.emit("stage", route=route, stage="loaded")
-    warm, n = _repeats(run, estimates[route])
-    with session() as measuring:
-        remote = measuring.run_vm(lib, inputs, number=NUMBER, repeat=warm + n)
-    samples = remote.times_ms[warm:]
-    out.samples_ms.extend(samples)
-    out.warmup_runs += 2 + warm  # the outputs run, time_evaluator's untimed call, W
+    device, plan = run.device, run.plans[route]
+    with tracker_session(device.key or "", host=device.tracker_host, port=device.tracker_port,
+                         session_timeout=run.config.timeout_s()) as session:
+        loaded = session.load_vm(Path(plan.model_remote), inputs)
+        outputs = loaded.outputs()
+        probed = route not in estimates
+        if probed:
+            estimates[route] = loaded.time(number=NUMBER, repeat=1)[0]
+            run.emit("stage", route=route, stage="loaded")
+        warm, n = _repeats(run, estimates[route])
+        times_ms = loaded.time(number=NUMBER, repeat=warm + n)
+        profile_s = None
+        if profile:
+            started = time.monotonic()
+            out.ops = _profile(run, route, session)
+            profile_s = time.monotonic() - started
+    out.samples_ms.extend(times_ms[warm:])
+    # the outputs run, time_evaluator's untimed call, W; the probe's two calls before them
+    out.warmup_runs += 2 + warm + (2 if probed else 0)
     if out.load_ms is None:
-        out.load_ms = remote.phases.get("load_s", 0.0) * 1000
+        out.load_ms = loaded.phases.get("load_s", 0.0) * 1000
     sessions = out.info.setdefault("rpc_sessions", [])
-    sessions.append({"queued_s": round(remote.queued_s, 3), "warmup_repeats": warm,
-                     **{k: round(v, 3) for k, v in remote.phases.items()}})
+    sessions.append({"queued_s": round(session.queued_s, 3), "warmup_repeats": warm,
+                     "probe": probed,
+                     **{k: round(v, 3) for k, v in loaded.phases.items()},
+                     **({"profile_s": round(profile_s, 3)} if profile_s is not None else {})})
     median, p90 = np.percentile(out.samples_ms, [50, 90])
     run.emit("samples", route=route, n=len(out.samples_ms), median_ms=float(median),
              p90_ms=float(p90), progress=1.0)
-    return remote.outputs
+    return outputs
+
+
+def _profile(run: DeviceRun, route: str, session: Session) -> dict[str, Any]:
+    """The route's per-op profile from its kernels timed one by one on the device
+    (`farm.bench.rpc_profile`); a failure is recorded in place of the times."""
+    from farm.bench import rpc_profile
+
+    options = run.plans[route].options
+    meta = json.loads(Path(options["meta"]).read_text())
+    kernels, unprofiled = rpc_profile.timed_kernels(meta)
+    try:
+        times = session.time_kernels(Path(options["kernels"]),
+                                     kernels, repeat=run.config.profile_runs,
+                                     min_repeat_ms=rpc_profile.MIN_REPEAT_MS)
+    except Exception as exc:  # TVM error on the device: the timed samples still stand
+        message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+        return {"categories": {}, "method": rpc_profile.METHOD,
+                "error": f"per-kernel timing failed: {type(exc).__name__}: {message}"}
+    return rpc_profile.ops_record(meta, times, unprofiled)

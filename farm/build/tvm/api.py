@@ -112,15 +112,21 @@ def _default_schedule(func: Any, target: Any) -> tuple[Any, str]:
 @dataclass
 class Compiled:
     executable: Any
-    # kernel (global symbol) -> {"schedule": source, "op": name, "has_weight": bool}
+    # kernel (global symbol) -> {"schedule": source, "op": name, "has_weight": bool,
+    #   "calls": per inference, "constants": {position: [mean, std]},
+    #   "args": [[shape, dtype], ...] | None}
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _kernel_calls(mod: Any) -> dict[str, bool]:
-    """Kernel name -> whether any call site passes a constant (a weight) to it."""
+def _kernel_calls(mod: Any) -> dict[str, dict[str, Any]]:
+    """Kernel name -> {"has_weight": any call site passes a constant (a weight),
+    "calls": call sites per inference (Relax functions are straight-line code),
+    "constants": {argument position: [mean, std]} of the first call site's constants}."""
+    import numpy as np
+
     tvm = _tvm()
     from tvm import relax
-    calls: dict[str, bool] = {}
+    calls: dict[str, dict[str, Any]] = {}
     call_tir = tvm.ir.Op.get("relax.call_tir")
     constant = tvm.ir.expr.Constant  # relax.Constant moved to tvm.ir in 0.27
 
@@ -128,13 +134,38 @@ def _kernel_calls(mod: Any) -> dict[str, bool]:
         if isinstance(expr, relax.Call) and expr.op.same_as(call_tir) and \
                 isinstance(expr.args[0], relax.GlobalVar):
             args = expr.args[1].fields if isinstance(expr.args[1], relax.Tuple) else []
-            name = expr.args[0].name_hint
-            calls[name] = calls.get(name, False) or any(isinstance(a, constant) for a in args)
+            info = calls.setdefault(expr.args[0].name_hint,
+                                    {"has_weight": False, "calls": 0, "constants": None})
+            info["has_weight"] = info["has_weight"] or any(isinstance(a, constant) for a in args)
+            info["calls"] += 1
+            if info["constants"] is None:
+                # value ranges for timing a kernel alone on realistic data (its transcendental
+                # math, e.g. erf, runs slower on large arguments)
+                values = {i: a.value.numpy() for i, a in enumerate(args)  # 0.27: .value
+                          if isinstance(a, constant) and hasattr(a.value, "numpy")}
+                info["constants"] = {
+                    str(i): [float(v.mean()), float(v.std())] for i, v in values.items()
+                    if v.size and np.issubdtype(v.dtype, np.floating)}
 
     for _gv, func in mod.functions_items():
         if isinstance(func, relax.Function):
             relax.analysis.post_order_visit(func, visit)
     return calls
+
+
+def _kernel_signature(func: Any) -> list[list[Any]] | None:
+    """[[shape, dtype], ...] of a PrimFunc's parameters (inputs, then outputs), or None when
+    one is not a buffer of static shape (such a kernel cannot be called on its own)."""
+    from tvm.tirx import IntImm
+    args = []
+    for param in func.params:
+        # 0.27 (tirx): a buffer parameter is a Var of BufferType with shape and dtype; a
+        # scalar (a symbolic size) has no shape
+        shape = getattr(param, "shape", None)
+        if shape is None or not all(isinstance(d, IntImm) for d in shape):
+            return None
+        args.append([[int(d) for d in shape], str(param.dtype)])
+    return args
 
 
 def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | None,
@@ -154,8 +185,8 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
     kernels: dict[str, dict[str, Any]] = {}
 
     def schedule(mod: Any) -> Any:
-        for name, has_weight in _kernel_calls(mod).items():
-            kernels[name] = {"schedule": "none", "op": name, "has_weight": has_weight}
+        for name, call in _kernel_calls(mod).items():
+            kernels[name] = {"schedule": "none", "op": name, **call}
         originals = {gv.name_hint: f for gv, f in mod.functions_items()
                      if isinstance(f, tirx.PrimFunc)}
         if database_dir is not None:
@@ -164,7 +195,8 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
         for gv, func in mod.functions_items():
             if not isinstance(func, tirx.PrimFunc):
                 continue
-            info = kernels.setdefault(gv.name_hint, {"op": gv.name_hint, "has_weight": False})
+            info = kernels.setdefault(gv.name_hint, {"op": gv.name_hint, "has_weight": False,
+                                                     "calls": 0, "constants": None})
             sch, source = _default_schedule(originals.get(gv.name_hint, func), target)
             if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
                 # the database's best record; `farm tune` seeds it with the default schedule,
@@ -178,6 +210,9 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
                 updates[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
         for gv, func in updates.items():
             mod[gv] = func
+        for gv, func in mod.functions_items():
+            if isinstance(func, tirx.PrimFunc) and gv.name_hint in kernels:
+                kernels[gv.name_hint]["args"] = _kernel_signature(func)
         return mod
 
     @tvm.transform.module_pass(opt_level=0)
@@ -209,6 +244,22 @@ def export_library(compiled: Compiled, path: Path, *, cross_cc: str | None) -> N
         compiled.executable.export_library(str(path), **kwargs)
     except Exception as exc:
         raise BuildError(f"exporting {path} failed: {str(exc).strip().splitlines()[-1]}",
+                         hint=f"is {cross_cc or 'the host compiler'} installed?") from exc
+
+
+def export_kernel_library(compiled: Compiled, path: Path, *, cross_cc: str | None) -> None:
+    """Write the compiled kernels alone (no VM, no weights) as a shared library whose root
+    module serves each kernel by name, so `time_evaluator` can time one kernel over RPC
+    (in the model library the kernels sit in an import it does not search)."""
+    _tvm()
+    from tvm.support import cc
+    kwargs = {"fcompile": cc.cross_compiler(cross_cc)} if cross_cc else {}
+    try:
+        (kernels,) = compiled.executable.mod.imports
+        kernels.export_library(str(path), **kwargs)
+    except Exception as exc:
+        raise BuildError(f"exporting the kernel library {path} failed: "
+                         f"{str(exc).strip().splitlines()[-1]}",
                          hint=f"is {cross_cc or 'the host compiler'} installed?") from exc
 
 
@@ -254,34 +305,97 @@ def rpc_request(host: str, port: int, key: str, *, priority: int = 1,
                              hint="is an RPC server registered? farm tracker status") from exc
 
 
-def remote_vm_run(remote: Any, lib_path: Path, inputs: list[Any], *, number: int, repeat: int,
-                  min_repeat_ms: int = 0) -> tuple[list[float], list[Any], dict[str, float]]:
-    """Upload and load a library on the session's device, run `main` once for its outputs,
-    then time it ON the device with `time_evaluator`: (per-repeat ms, numpy outputs, phases)."""
-    import time
+@dataclass
+class RemoteVM:
+    """A model library loaded into a Relax VM in one RPC session, its inputs on the device.
+    Valid while the session lives; `remote_vm_outputs` and `remote_vm_time` may be called
+    any number of times (the library is uploaded and loaded once)."""
+
+    vm: Any
+    dev: Any
+    args: list[Any]
+    phases: dict[str, float] = field(default_factory=dict)  # upload_s, load_s
+
+
+def _upload(remote: Any, lib_path: Path) -> str:
     import uuid
+
+    # a fresh remote name per upload: re-uploading over a library the session process has
+    # loaded crashes it (seen: kShutdown on the second run in one session)
+    remote_name = f"{uuid.uuid4().hex[:12]}-{lib_path.name}"
+    remote.upload(str(lib_path), target=remote_name)
+    return remote_name
+
+
+def remote_vm_load(remote: Any, lib_path: Path, inputs: list[Any]) -> RemoteVM:
+    """Upload `lib_path`, load it into a VM on the session's CPU and copy `inputs` there."""
+    import time
 
     tvm = _tvm()
     from tvm import relax
     phases: dict[str, float] = {}
     started = time.monotonic()
-    # a fresh remote name per call: re-uploading over a library the session process has
-    # loaded crashes it (seen: kShutdown on the second run in one session)
-    remote_name = f"{uuid.uuid4().hex[:12]}-{lib_path.name}"
-    remote.upload(str(lib_path), target=remote_name)
+    remote_name = _upload(remote, lib_path)
     phases["upload_s"] = time.monotonic() - started
     started = time.monotonic()
     dev = remote.cpu()
     vm = relax.VirtualMachine(remote.load_module(remote_name), dev)
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
     phases["load_s"] = time.monotonic() - started
-    result = vm["main"](*args)
+    return RemoteVM(vm, dev, args, phases)
+
+
+def remote_vm_outputs(loaded: RemoteVM) -> list[Any]:
+    """Run `main` once on the device; its outputs as numpy arrays."""
+    tvm = _tvm()
+    result = loaded.vm["main"](*loaded.args)
     items = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)
-    outputs = [item.numpy() for item in items]
-    timer = vm.time_evaluator("main", dev, number=number, repeat=repeat,
-                              min_repeat_ms=min_repeat_ms)
-    times_ms = [t * 1000.0 for t in timer(*args).results]
-    return times_ms, outputs, phases
+    return [item.numpy() for item in items]
+
+
+def remote_vm_time(loaded: RemoteVM, *, number: int, repeat: int,
+                   min_repeat_ms: int = 0) -> list[float]:
+    """`main` timed ON the device by `time_evaluator`: ms per repeat (mean of `number`)."""
+    timer = loaded.vm.time_evaluator("main", loaded.dev, number=number, repeat=repeat,
+                                     min_repeat_ms=min_repeat_ms)
+    return [t * 1000.0 for t in timer(*loaded.args).results]
+
+
+def remote_kernel_times(remote: Any, kernels_lib: Path, kernels: dict[str, dict[str, Any]],
+                        *, repeat: int, min_repeat_ms: int) -> dict[str, list[float]]:
+    """Time each kernel of `kernels_lib` (`export_kernel_library`) alone ON the device:
+    kernel -> ms per call, one mean per repeat. `kernels` gives each kernel's sidecar entry:
+    `args` ([shape, dtype] per parameter) and `constants` ({position: [mean, std]} of the
+    weights its call passes). Each parameter gets a fresh device tensor: a weight drawn with
+    its real mean and std, any other float N(0, 1) (activations are unit-scale after a
+    LayerNorm), integers 0 (always a valid index: a gather with an out-of-range one may
+    crash the device). Data matters to transcendental kernels (erf, exp): farm's tiny
+    encoder's fused FFN kernel took 0.03 ms on zeros and 0.13 ms on U(-1, 1).
+
+    Over RPC this is the only per-kernel timer TVM 0.27 offers: the Relax VM profiler is
+    gone, and `set_instrument` needs a function, which RPC cannot pass to the remote.
+    """
+    import numpy as np
+
+    tvm = _tvm()
+    module = remote.load_module(_upload(remote, kernels_lib))
+    dev = remote.cpu()
+    rng = np.random.default_rng(0)
+    times: dict[str, list[float]] = {}
+    for name, info in kernels.items():
+        weights = info.get("constants") or {}
+        arrays = []
+        for i, (shape, dtype) in enumerate(info["args"]):
+            if np.dtype(dtype).kind != "f":
+                arrays.append(np.zeros(shape, dtype))
+                continue
+            mean, std = weights.get(str(i), (0.0, 1.0))
+            arrays.append(rng.normal(mean, std, shape).astype(dtype))
+        args = [tvm.runtime.tensor(a, dev) for a in arrays]
+        timer = module.time_evaluator(name, dev, number=1, repeat=repeat,
+                                      min_repeat_ms=min_repeat_ms)
+        times[name] = [t * 1000.0 for t in timer(*args).results]
+    return times
 
 
 # ---------------------------------------------------------------- tuning

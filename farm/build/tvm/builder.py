@@ -1,11 +1,14 @@
 """`build_tvm`: ONNX model + device -> a content-addressed TVM shared library (+ sidecar).
 
-Artifacts live in `.farm/artifacts/tvm/<key>/` as `model.so` and `model.so.json`. The key
+Artifacts live in `.farm/artifacts/tvm/<key>/` as `model.so`, `model.so.json` and
+`model.kernels.so` (the kernels alone, for per-kernel timing over TVM RPC). The key
 is sha256 over: model sha256, target spec (canonical JSON), TVM version, tuning-database hash,
 fusion flag, and the source of farm's TVM modules (the default schedules are code). A key
 that exists is reused without compiling. The sidecar is what the device-side runner reads:
 output names, and per kernel its category (attention/fc/layernorm/gelu/other), schedule
-source (tuning-db, default:<Rule>, none) and op name.
+source (tuning-db, default:<Rule>, none), op name, call sites per inference (`calls`),
+parameter shapes and dtypes (`args`, null when not static) and the mean and std of the
+weights its first call passes (`constants`, by parameter position).
 
 An operator the TVM ONNX frontend lacks (e.g. MatMulNBits from the int4 variant) is a
 BuildError naming it before any compilation starts.
@@ -36,6 +39,7 @@ from farm.inventory.device import Device
 from farm.paths import state_dir
 
 TVM_VARIANTS = "fp32, int8-dynamic, int8-qdq"
+KERNELS_LIB = "model.kernels.so"
 _CODE_FILES = ("api.py", "api_rules.py", "builder.py", "target.py")
 
 
@@ -49,6 +53,7 @@ class TvmArtifact:
     size_bytes: int
     meta_path: Path | None = None       # sidecar JSON read by the runner
     cached: bool = False
+    kernels_path: Path | None = None    # the kernels alone (api.export_kernel_library)
 
 
 def kernel_category(name: str, has_weight: bool) -> str:
@@ -97,7 +102,8 @@ def _load_cached(meta_path: Path, lib: Path) -> TvmArtifact:
     meta = json.loads(meta_path.read_text())
     return TvmArtifact(lib, meta["key"], meta["target"],
                        {k: v["schedule"] for k, v in meta["kernels"].items()},
-                       0.0, lib.stat().st_size, meta_path, cached=True)
+                       0.0, lib.stat().st_size, meta_path, cached=True,
+                       kernels_path=lib.with_name(KERNELS_LIB))
 
 
 def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
@@ -129,7 +135,7 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
                        database_hash(db_dir) if db_dir else None, fusion)
     out_dir = state_dir() / "artifacts" / "tvm" / key[:24]
     lib, meta_path = out_dir / "model.so", out_dir / "model.so.json"
-    if lib.is_file() and meta_path.is_file():
+    if lib.is_file() and meta_path.is_file() and (out_dir / KERNELS_LIB).is_file():
         report("cached", 1.0)
         return _register(_load_cached(meta_path, lib), device, model_sha)
 
@@ -145,9 +151,13 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
     tmp_dir.mkdir(parents=True)
     api.export_library(compiled, tmp_dir / "model.so",
                        cross_cc=cross_compiler(device, _host_arch()))
+    api.export_kernel_library(compiled, tmp_dir / KERNELS_LIB,
+                              cross_cc=cross_compiler(device, _host_arch()))
     build_s = time.monotonic() - started
     kernels = {name: {"schedule": info["schedule"], "op": info["op"],
-                      "category": kernel_category(name, info["has_weight"])}
+                      "category": kernel_category(name, info["has_weight"]),
+                      "calls": info["calls"], "args": info.get("args"),
+                      "constants": info.get("constants") or {}}
                for name, info in sorted(compiled.kernels.items())}
     meta = {"version": 1, "key": key, "target": spec, "tvm": api.tvm_version(),
             "model": model_path.name, "model_sha256": model_sha, "fusion": fusion,
@@ -160,7 +170,8 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
     tmp_dir.replace(out_dir)
     report("done", 1.0)
     artifact = TvmArtifact(lib, key, spec, {k: v["schedule"] for k, v in kernels.items()},
-                           build_s, lib.stat().st_size, meta_path)
+                           build_s, lib.stat().st_size, meta_path,
+                           kernels_path=lib.with_name(KERNELS_LIB))
     return _register(artifact, device, model_sha)
 
 
@@ -185,5 +196,6 @@ def artifact_summary(artifact: TvmArtifact) -> dict[str, Any]:
     """JSON-able description (for `farm build --output json` and records)."""
     data = asdict(artifact)
     data["path"], data["meta_path"] = str(artifact.path), str(artifact.meta_path)
+    data["kernels_path"] = str(artifact.kernels_path)
     data["schedule_counts"] = dict(Counter(artifact.schedule_sources.values()))
     return data
