@@ -7,9 +7,23 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-extern const fk_kernels fk_kernels_avx2, fk_kernels_avx512;
-static const fk_kernels *const all_tables[] = {&fk_kernels_avx512, &fk_kernels_avx2,
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+extern const fk_kernels fk_kernels_avx2, fk_kernels_avx512, fk_kernels_amx;
+static const fk_kernels *const all_tables[] = {&fk_kernels_amx, &fk_kernels_avx512, &fk_kernels_avx2,
                                                 &fk_kernels_generic, NULL};
+
+/* AMX tile data is an XSAVE feature Linux (5.16+) enables per process on request; without the
+ * permission the first tile instruction faults, so no permission means no AMX. */
+static int amx_permitted(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+}
 
 static uint64_t xgetbv0(void) {
     uint32_t lo, hi;
@@ -36,6 +50,9 @@ static uint64_t detect(void) {
             if (b & (1u << 31)) f |= FK_FEAT_AVX512VL;
             if (c & (1u << 11)) f |= FK_FEAT_AVX512VNNI;
         }
+        /* AMX-TILE (edx 24) and AMX-INT8 (edx 25), tile config + data enabled in XCR0. */
+        if ((d & (3u << 24)) == (3u << 24) && (xgetbv0() & (3ull << 17)) == (3ull << 17) && amx_permitted())
+            f |= FK_FEAT_AMX_TILE | FK_FEAT_AMX_INT8;
     }
     return f;
 }
@@ -76,6 +93,8 @@ const char *fk_feature_name(int bit) {
     case 5: return "avx512dq";
     case 6: return "f16c";
     case 7: return "avx512vnni";
+    case 8: return "amx_tile";
+    case 9: return "amx_int8";
     case 16: return "neon";
     case 17: return "dotprod";
     case 18: return "i8mm";

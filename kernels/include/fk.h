@@ -96,7 +96,7 @@ typedef struct {
 } fk_attn_args;
 
 typedef struct fk_kernels {
-    const char *name;  /* "generic", "avx2", "avx512", "neon", "dotprod" */
+    const char *name;  /* "generic", "avx2", "avx512", "amx", "neon", "dotprod" */
     uint64_t needs;    /* FK_FEAT_* bits the variant executes */
     float (*dot_f32)(int n, const float *a, const float *b);
     void (*axpy_f32)(int n, float alpha, const float *x, float *y);
@@ -127,11 +127,13 @@ typedef struct fk_kernels {
 #define FK_FEAT_AVX512DQ  (1ull << 5)
 #define FK_FEAT_F16C      (1ull << 6)
 #define FK_FEAT_AVX512VNNI (1ull << 7)
+#define FK_FEAT_AMX_TILE  (1ull << 8) /* usable: CPUID + XCR0 tile state + Linux permission */
+#define FK_FEAT_AMX_INT8  (1ull << 9)
 #define FK_FEAT_NEON      (1ull << 16)
 #define FK_FEAT_DOTPROD   (1ull << 17)
 #define FK_FEAT_I8MM      (1ull << 18)
 #define FK_FEAT_SVE       (1ull << 19)
-#define FK_FEAT_KNOWN_MASK 0x00000000000F00FFull
+#define FK_FEAT_KNOWN_MASK 0x00000000000F03FFull
 
 uint64_t fk_cpu_features(void);
 const char *fk_feature_name(int bit);

@@ -1,7 +1,8 @@
 /* Kernel micro-benchmark, single thread, min-of-repeats timing (robust on a busy machine).
  * Usage: kernel_bench [table] [M N K] [S D]. Each figure is the best of up to 400 calls
  * within 0.5 s. Prints one JSON line per measurement:
- *   fma_peak (vector FMA throughput of the table), gemm_f32/gemm_i8/gemm_q4_0 (M x N x K),
+ *   fma_peak (vector FMA throughput of the table), gemm_f32/gemm_i8/gemm_q4_0 (M x N x K; the
+ *   quantised GEMMs include activation quantisation; gemm_i8_gelu/_noepi do not),
  *   attention (one head, S x S, head dim D). "gflops" counts 2 flops per multiply-add. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,14 @@ int main(int argc, char **argv) {
         k->gemm_i8(&gi, 0, M, 0, N);
     });
     printf("{\"kernel\": \"gemm_i8\", \"table\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": %.2f}\n", k->name, M, N, K, flops / t / 1e9);
+    gi.epi = FK_EPI_BIAS_GELU;
+    t = BEST(k->gemm_i8(&gi, 0, M, 0, N));
+    printf("{\"kernel\": \"gemm_i8_gelu\", \"table\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": %.2f}\n", k->name, M, N, K, flops / t / 1e9);
+    gi.epi = FK_EPI_NONE;
+    t = BEST(k->gemm_i8(&gi, 0, M, 0, N));
+    printf("{\"kernel\": \"gemm_i8_noepi\", \"table\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": %.2f}\n", k->name, M, N, K, flops / t / 1e9);
+    t = BEST(for (int m = 0; m < M; m++) k->quantize_row_i8(K, a + (size_t)m * K, aq + (size_t)m * K, &as[m]));
+    printf("{\"kernel\": \"quantize_i8\", \"table\": \"%s\", \"n\": %d, \"ns_per_elem\": %.3f}\n", k->name, M * K, t / ((double)M * K) * 1e9);
 
     int nb = K / FK_QK;
     fk_block_q8_0 *a8 = malloc(sizeof(fk_block_q8_0) * M * nb);

@@ -218,6 +218,11 @@ static void test_gemm(const fk_kernels *k) {
             gemm_case(k, kind, M, 37, Kvar, 3 - epi); /* K tails (blocks for q4) */
         }
         gemm_case(k, kind, 33, 70, kind == 2 ? 288 : 300, FK_EPI_BIAS_GELU); /* multi K-block */
+        /* Past one 32 x 32 AMX block: row blocks with a partial second 16-row tile, partial
+         * 64-k tiles, an odd panel count (a lone last panel) and a column tail. */
+        gemm_case(k, kind, 47, 83, kind == 2 ? 96 : 65, FK_EPI_BIAS);
+        gemm_case(k, kind, 70, 50, kind == 2 ? 224 : 200, FK_EPI_NONE);
+        gemm_case(k, kind, 64, 32, kind == 2 ? 128 : 128, FK_EPI_BIAS_GELU_TAB);
         end();
     }
 }

@@ -26,6 +26,13 @@ typedef float32x4_t vf;
 #define vhmax vmaxvq_f32
 #define vround vrndnq_f32
 
+/* Round to nearest even (as nearbyintf), saturate, store VL int8. */
+static inline void vstore_i8(int8_t *p, vf v) {
+    int16x4_t h = vqmovn_s32(vcvtnq_s32_f32(v));
+    uint32_t w = vget_lane_u32(vreinterpret_u32_s8(vqmovn_s16(vcombine_s16(h, h))), 0);
+    memcpy(p, &w, 4);
+}
+
 static inline vf vcopysign(vf mag, vf sgn) {
     return vbslq_f32(vdupq_n_u32(0x80000000u), sgn, mag);
 }

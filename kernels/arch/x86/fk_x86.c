@@ -1,6 +1,8 @@
-/* x86 kernels, compiled once per variant: FK_VARIANT=avx2 (-mavx2 -mfma -mf16c) and
- * FK_VARIANT=avx512 (adds -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni). Inside each kernel the
- * widest path comes first (AVX-512), then AVX2, then an unconditional scalar tail. */
+/* x86 kernels, compiled once per variant: FK_VARIANT=avx2 (-mavx2 -mfma -mf16c),
+ * FK_VARIANT=avx512 (adds -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni) and
+ * FK_VARIANT=amx (avx512 + -mamx-tile -mamx-int8: the int8 GEMM on AMX tiles, the rest as avx512).
+ * Inside each kernel the widest path comes first (AMX, AVX-512), then AVX2, then an
+ * unconditional scalar tail. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -58,6 +60,8 @@ typedef __m512i vi;
 #define vcast_i _mm512_castps_si512
 #define vand_i _mm512_and_si512
 #define vor_i _mm512_or_si512
+/* Round to nearest even (MXCSR default, as nearbyintf), saturate, store VL int8. */
+#define vstore_i8(p, v) _mm_storeu_si128((__m128i *)(p), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)))
 #else
 #define VL 8
 #define FK_MR 6
@@ -91,6 +95,11 @@ typedef __m256i vi;
 #define vor_i _mm256_or_si256
 #define vhsum hsum256_ps
 #define vhmax hmax256_ps
+static inline void vstore_i8(int8_t *p, __m256 v) {
+    __m256i i = _mm256_cvtps_epi32(v);
+    __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    _mm_storel_epi64((__m128i *)p, _mm_packs_epi16(h, h));
+}
 #endif
 
 static inline vf vcopysign(vf mag, vf sgn) {
@@ -158,6 +167,112 @@ void FK_FN(fk_gelu_tab_f32)(int n, const float *x, float *y) {
     if (i < n) fk_gelu_tab_f32_generic(n - i, x + i, y + i);
 }
 
+#if defined(__AMX_INT8__)
+/* int8 GEMM on AMX tiles (variant amx). A tile is 16 rows x 64 bytes; TDPBSSD adds
+ * A[16][64 k] . B[16 groups of 4 k][16 columns x 4 k] into an int32 16 x 16 tile, and B's layout
+ * is exactly one 64-k block of a weight panel (fk_pack_b_i8): 16 groups x 64 bytes, contiguous.
+ * Register blocking 32 rows x 32 columns: C in tiles 0-3, A in 4-5, B in 6-7. A is copied per
+ * task into 1 KB tiles (rows past m1 and k past K4 zero); a panel's last, partial k block is
+ * copied into a zero-padded tile too (the panel may end the weight buffer). Signed x signed:
+ * no offset correction. The int32 tiles are stored to L1 and scaled, biased and activated per
+ * 16-column row. The tile state is configured per call and released before returning, so a
+ * context switch between ops saves no 8 KB of tile data. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_tilecfg;
+
+#define AMX_TB 1024 /* bytes of one 16 x 64 tile */
+
+static inline void amx_epilogue(const fk_gemm_args *g, const int32_t *ct, int m, int mr, int col, int nc,
+                                int fuse, int gelu) {
+    const __mmask16 keep = (__mmask16)((1u << nc) - 1);
+    const __m512 ws = _mm512_maskz_loadu_ps(keep, g->w_scale + col);
+    float bt[FK_NR];
+    FK_FN(bias_tile)(g, col, nc, bt);
+    const __m512 bv = _mm512_loadu_ps(bt);
+    for (int i = 0; i < mr; i++) {
+        __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(ct + i * 32))),
+                                               _mm512_set1_ps(g->a_scale[m + i])), ws);
+        if (fuse) {
+            v = _mm512_add_ps(v, bv);
+            if (gelu) v = vgelu(v);
+        }
+        float *c = g->c + (size_t)(m + i) * g->ldc + col;
+        _mm512_mask_storeu_ps(c, keep, v);
+        if (!fuse) FK_FN(epilogue_row)(g, c, col, nc);
+    }
+}
+
+void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
+    if (m1 <= m0 || n1 <= n0) return;
+    const int K4 = FK_K4(g->K), ng = K4 / 4, nkb = (ng + 15) / 16, tail = ng % 16;
+    const int p0 = n0 / FK_NR, p1 = (n1 + FK_NR - 1) / FK_NR, rows = m1 - m0, nrt = (rows + 31) / 32 * 2;
+    const size_t a_bytes = (size_t)nrt * nkb * AMX_TB, t_bytes = tail ? (size_t)(p1 - p0) * AMX_TB : 0;
+    int8_t *ap = (int8_t *)FK_FN(tls_floats)((a_bytes + t_bytes + AMX_TB * 4) / 4), *bt = ap + a_bytes;
+    int32_t *ct = (int32_t *)(bt + t_bytes); /* 32 x 32 int32 = 4 tiles */
+    for (int rt = 0; rt < nrt; rt++) /* A tile (rt, kb) at ap + (rt * nkb + kb) * 1 KB, row stride 64 */
+        for (int r = 0; r < 16; r++) {
+            const int row = m0 + rt * 16 + r;
+            const int8_t *src = (const int8_t *)g->aq + (size_t)row * g->lda;
+            for (int kb = 0; kb < nkb; kb++) {
+                int8_t *dst = ap + ((size_t)rt * nkb + kb) * AMX_TB + r * 64;
+                const int nk = row < m1 ? (K4 - kb * 64 < 64 ? K4 - kb * 64 : 64) : 0;
+                memcpy(dst, src + kb * 64, (size_t)nk);
+                memset(dst + nk, 0, (size_t)(64 - nk));
+            }
+        }
+    const int8_t *w = (const int8_t *)g->w;
+    for (int p = p0; tail && p < p1; p++) {
+        int8_t *dst = bt + (size_t)(p - p0) * AMX_TB;
+        memcpy(dst, w + ((size_t)p * ng + (nkb - 1) * 16) * 64, (size_t)tail * 64);
+        memset(dst + tail * 64, 0, (size_t)(16 - tail) * 64);
+    }
+#define B_TILE(p, kb) (tail && (kb) == nkb - 1 ? bt + (size_t)((p) - p0) * AMX_TB : w + ((size_t)(p) * ng + (kb) * 16) * 64)
+    amx_tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    _tile_loadconfig(&cfg);
+    const int fuse = FK_FN(epi_in_regs)(g), gelu = g->epi == FK_EPI_BIAS_GELU;
+    for (int p = p0; p < p1; p += 2) {
+        const int two = p + 1 < p1;
+        for (int rt = 0; rt < nrt; rt += 2) {
+            const int m = m0 + rt * 16, mr = m1 - m < 32 ? m1 - m : 32, hi = mr > 16;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int kb = 0; kb < nkb; kb++) {
+                const int8_t *a0 = ap + ((size_t)rt * nkb + kb) * AMX_TB;
+                _tile_loadd(4, a0, 64);
+                _tile_loadd(6, B_TILE(p, kb), 64);
+                _tile_dpbssd(0, 4, 6);
+                if (hi) {
+                    _tile_loadd(5, a0 + (size_t)nkb * AMX_TB, 64);
+                    _tile_dpbssd(2, 5, 6);
+                }
+                if (two) {
+                    _tile_loadd(7, B_TILE(p + 1, kb), 64);
+                    _tile_dpbssd(1, 4, 7);
+                    if (hi) _tile_dpbssd(3, 5, 7);
+                }
+            }
+            _tile_stored(0, ct, 128);
+            _tile_stored(1, ct + 16, 128);
+            _tile_stored(2, ct + 16 * 32, 128);
+            _tile_stored(3, ct + 16 * 32 + 16, 128);
+            for (int h = 0; h <= two; h++) {
+                const int col = (p + h) * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
+                amx_epilogue(g, ct + h * 16, m, mr, col, nc, fuse, gelu);
+            }
+        }
+    }
+#undef B_TILE
+    _tile_release();
+}
+#else
 /* int8 GEMM on weights packed in 4-k groups (fk_pack_b_i8). AVX-512 VNNI: vpdpbusd with A
  * made unsigned (+128) and the 128 * column-sum correction subtracted before scaling. AVX2:
  * vpmaddubsw on |a| and sign(w, a) (no saturation: |a|, |w| <= 127), then vpmaddwd. */
@@ -255,6 +370,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
         }
     }
 }
+#endif /* __AMX_INT8__ */
 
 /* 4-bit GEMM on fk_panel_q4_0: per 32-k block, the panel's nibbles are unpacked in registers
  * into eight 4-k groups of int8 (q - 8), multiplied with the Q8_0 activations like the int8
@@ -327,7 +443,10 @@ static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const 
 #include "../../common/fk_q4_driver.inc"
 
 const fk_kernels FK_FN(fk_kernels) = {
-#if defined(__AVX512F__)
+#if defined(__AMX_INT8__)
+    "amx", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C | FK_FEAT_AVX512F | FK_FEAT_AVX512BW | FK_FEAT_AVX512VL |
+               FK_FEAT_AVX512DQ | FK_FEAT_AVX512VNNI | FK_FEAT_AMX_TILE | FK_FEAT_AMX_INT8,
+#elif defined(__AVX512F__)
     "avx512", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C | FK_FEAT_AVX512F | FK_FEAT_AVX512BW |
                   FK_FEAT_AVX512VL | FK_FEAT_AVX512DQ | FK_FEAT_AVX512VNNI,
 #else
