@@ -179,6 +179,10 @@ def test_config_flags_drop_observed_facts():
              "ort_version": "1.32.0", "node_count": 72, "node_providers": {"CPU": 72},
              "build_s": 0.4}
     assert config_flags(flags) == {"opt_level": "all", "provider": "CPUExecutionProvider"}
+    # a second bench of a TVM config reuses the build and holds other sessions: same config
+    rpc = {"fusion": True, "rpc": True, "number": 1, "tracker_key": "phone",
+           "build_cached": True, "rpc_sessions": [{"queued_s": 0.1, "load_s": 0.002}]}
+    assert config_flags(rpc) == {"fusion": True, "number": 1, "rpc": True}
     assert fusion_of({"opt_level": "disable"}) is False
     assert fusion_of({"graph_optimization": "all"}) is True
     assert fusion_of({"opt_level": "basic"}) is None
