@@ -135,6 +135,14 @@ def test_farm_triangle_on_local(tmp_path, monkeypatch, capsys):
         records = store.records(run_id=run_id)
         assert {r["route"] for r in records} == {"ort", "tvm", "custom"}
         assert all(r["status"] == "ok" for r in records), [r["status_detail"] for r in records]
+        # build cost: what each artifact cost when first built, the same for fused and unfused
+        # (one plan and executor serve both); ORT compiles nothing ahead of time
+        def build_costs(route: str) -> set[float]:
+            return {r["build_flags"]["build_s"] for r in records if r["route"] == route}
+
+        assert build_costs("ort") == {0.0}
+        (custom,) = build_costs("custom")
+        assert custom > 0
         # two interleaved rounds: the ORT samples of both are pooled in one row
         _check_recomputed(store, run_id, doc)
     assert html.is_file()

@@ -9,10 +9,12 @@ hash and a changed one rebuilds. `build_kernel_test` does the same for the harne
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from farm.errors import BuildError
@@ -48,12 +50,22 @@ def source_key(arch: str) -> str:
     return h.hexdigest()
 
 
+def compile_seconds(binary: Path) -> float:
+    """Wall-clock seconds the cached `binary` took to compile when it was built (0.0 when
+    unknown): a cache hit still reports what the artifact cost."""
+    try:
+        return float(json.loads(binary.with_name(binary.name + ".json").read_text())["compile_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
 def _build(arch: str, target: str, out_dir: str | os.PathLike[str]) -> Path:
     cc = _compiler(arch)
     out = Path(out_dir) / f"{target}-{arch}-{source_key(arch)[:12]}"
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f"fk-{arch}-") as tmp:
         cmd = ["make", "-s", "-C", str(kernels_dir()), f"ARCH={arch}", f"CC={cc}", f"BUILD={tmp}",
                f"{tmp}/{target}"]
@@ -63,6 +75,8 @@ def _build(arch: str, target: str, out_dir: str | os.PathLike[str]) -> Path:
                              hint=f"run: {' '.join(cmd)}")
         staged = out.with_name(out.name + ".tmp")
         shutil.copy2(Path(tmp) / target, staged)
+        out.with_name(out.name + ".json").write_text(
+            json.dumps({"compile_s": round(time.perf_counter() - started, 3)}))
         staged.replace(out)
     return out
 
