@@ -29,6 +29,7 @@ static inline float hmax256_ps(__m256 v) {
 #if defined(__AVX512F__)
 #define VL 16
 #define FK_MR 12
+#define FK_NP 2 /* 12 x 32 fp32 tile: 24 of the 32 zmm registers accumulate */
 typedef __m512 vf;
 typedef __m512i vi;
 #define vload _mm512_loadu_ps
