@@ -19,8 +19,9 @@ Any failure: info (with what was known) then {"ev": "error", "message": ...}, ex
 
 Per-op times: a second session with enable_profiling runs K+1 times; the first profiled run is
 a warm-up and is dropped (node events are assigned to runs by the `model_run` windows); node
-durations (`cat == "Node"`, name ending `_kernel_time`, µs) are averaged per run. `total_ms`
-is the sum of node times, `run_ms` the mean of ORT's own `model_run` durations (the difference
+durations (`cat == "Node"`, name ending `_kernel_time`, µs) are summed per run and the median
+over runs is kept per node (one preempted run moves a mean, not a median). `total_ms`
+is the sum of node times, `run_ms` the median of ORT's own `model_run` durations (the difference
 is executor overhead between kernels). Categories come from categories.py next to this file (bench
 preparation uploads farm/bench/categories.py into runners/; in the repo it is found at
 ../../farm/bench/), ftns.py from here or the parent directory.
@@ -277,11 +278,18 @@ def parse_profile(path, skip_runs):
     return per_run[skip_runs:], run_ms
 
 
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
 def summarize_nodes(categories, per_run):
-    """Average node time per run, categorized; nodes keep first-seen (execution) order."""
+    """Median node time over the profiled runs (a run preempted on a busy device moves a
+    mean, not a median), categorized; nodes keep first-seen (execution) order."""
     runs = len(per_run)
     nodes, order = {}, []
-    for events in per_run:
+    for run, events in enumerate(per_run):
         for e in events:
             name = e["name"][:-len(KERNEL_SUFFIX)]
             args = e.get("args", {})
@@ -291,15 +299,15 @@ def summarize_nodes(categories, per_run):
                 op = args.get("op_name", "")
                 node = {"name": name, "op": op,
                         "category": categories.categorize("ort", op, name, shapes),
-                        "us": 0.0, "provider": args.get("provider", "")}
+                        "us": [0.0] * runs, "provider": args.get("provider", "")}
                 nodes[name] = node
                 order.append(name)
-            node["us"] += float(e["dur"])
+            node["us"][run] += float(e["dur"])
     out = []
     for name in order:
         node = nodes[name]
         out.append({"name": name, "op": node["op"], "category": node["category"],
-                    "ms": node["us"] / runs / 1e3, "provider": node["provider"]})
+                    "ms": median(node["us"]) / 1e3, "provider": node["provider"]})
     return out
 
 
@@ -413,7 +421,7 @@ def run(request, emit, info):
             keep = set(id(n) for n in sorted(nodes, key=lambda n: -n["ms"])[:MAX_NODES])
             shown = [n for n in nodes if id(n) in keep]
         emit("ops", categories=totals, total_ms=sum(totals.values()),
-             run_ms=sum(run_ms) / len(run_ms), runs=len(run_ms), nodes=shown,
+             run_ms=median(run_ms), runs=len(run_ms), nodes=shown,
              nodes_dropped=len(nodes) - len(shown))
 
 

@@ -17,6 +17,7 @@
 #include <tvm/ffi/extra/module.h>
 #include <tvm/ffi/function.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -284,9 +285,12 @@ int run(const std::string& request_path) {
   int64_t profile_runs = static_cast<int64_t>(num_or(req, "profile_runs", 0));
   if (profile_runs > 0) {
     // per-kernel wall time through the VM's instrument hook (called before and after each
-    // packed call); VM builtins (allocation, shape checks) are not kernels and are skipped
-    std::map<std::string, double> kernel_ms;
+    // packed call); VM builtins (allocation, shape checks) are not kernels and are skipped.
+    // Each kernel keeps its time per run and reports the median over the runs: one run
+    // preempted on a busy device moves a mean, not a median.
+    std::map<std::string, std::vector<double>> kernel_ms;
     std::map<std::string, double> started;
+    size_t run = 0;
     ffi::Function hook = ffi::Function::FromPacked([&](ffi::PackedArgs a, ffi::Any* rv) {
       std::string sym = a[1].cast<ffi::String>();
       bool before = a[2].cast<bool>();
@@ -294,20 +298,24 @@ int run(const std::string& request_path) {
         if (before) {
           started[sym] = now_ms();
         } else {
-          kernel_ms[sym] += now_ms() - started[sym];
+          std::vector<double>& per_run = kernel_ms[sym];
+          per_run.resize(static_cast<size_t>(profile_runs), 0.0);
+          per_run[run] += now_ms() - started[sym];
         }
       }
       *rv = 0;  // VMInstrumentReturnKind::kNoOp
     });
     (*vm->GetFunction("set_instrument"))(hook);
-    for (int64_t i = 0; i < profile_runs; ++i) infer();
+    for (run = 0; run < static_cast<size_t>(profile_runs); ++run) infer();
     (*vm->GetFunction("set_instrument"))(ffi::Any(nullptr));
     std::map<std::string, double> cats = {
         {"attention", 0}, {"fc", 0}, {"layernorm", 0}, {"gelu", 0}, {"other", 0}};
     ffi::Array<ffi::Any> nodes;
     double total = 0;
-    for (const auto& [sym, ms_all] : kernel_ms) {
-      double ms = ms_all / static_cast<double>(profile_runs);
+    for (auto& [sym, per_run] : kernel_ms) {
+      std::sort(per_run.begin(), per_run.end());
+      size_t mid = per_run.size() / 2;
+      double ms = per_run.size() % 2 ? per_run[mid] : 0.5 * (per_run[mid - 1] + per_run[mid]);
       json::Object info = get_or(kernels, sym.c_str(), json::Object());
       std::string cat = get_or(info, "category", ffi::String("other"));
       if (!cats.count(cat)) cat = "other";

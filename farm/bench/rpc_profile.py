@@ -13,8 +13,8 @@ argument to the remote"). So the profile is built from the kernels one by one:
   `time_evaluator` (`repeat` = the bench's `profile_runs`, each repeat at least
   `MIN_REPEAT_MS`), on fresh inputs of the graph's shapes: weights drawn with their real
   mean and std, other floats N(0, 1), integers 0;
-* per inference, a kernel costs its mean ms per call × its calls; the category is the
-  sidecar's, i.e. the SSH TVM route's mapping (`farm.build.tvm.kernel_category`).
+* per inference, a kernel costs its median (over repeats) ms per call × its calls; the
+  category is the sidecar's, i.e. the SSH TVM route's mapping (`farm.build.tvm.kernel_category`).
 
 The result has the shape of the route runners' `ops` event (categories, total_ms, nodes)
 plus `method` (how the times were obtained), `category_runs` (one {category: ms} per
@@ -26,6 +26,7 @@ time of transcendental math such as erf: see `api.remote_kernel_times`).
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from farm.bench.categories import CATEGORIES
@@ -33,7 +34,7 @@ from farm.bench.categories import CATEGORIES
 MIN_REPEAT_MS = 5  # µs kernels repeat until a repeat lasts this long (timer resolution)
 METHOD = ("per-kernel time_evaluator on the device over TVM RPC: each kernel alone from a "
           "kernels-only library, on synthetic inputs of the graph's shapes (weights with "
-          "their real mean/std, activations N(0,1)); ms per call x calls "
+          "their real mean/std, activations N(0,1)); median ms per call x calls "
           "per inference. In-graph timing is not possible over RPC in TVM 0.27 (no VM "
           "profiler; set_instrument cannot take a function over RPC); VM builtins and "
           "in-graph cache effects are not included")
@@ -66,7 +67,7 @@ def ops_record(meta: dict[str, Any], times: dict[str, list[float]],
         info = kernels.get(name, {})
         calls = int(info.get("calls") or 0)
         category = info.get("category") if info.get("category") in CATEGORIES else "other"
-        ms = sum(per_call) / len(per_call) * calls
+        ms = statistics.median(per_call) * calls  # a preempted repeat moves a mean only
         categories[category] += ms
         for run, t in zip(runs, per_call, strict=False):
             run[category] += t * calls

@@ -177,8 +177,9 @@ def ops_table(configs: Sequence[Config]) -> ReportTable:
         rows.append(row)
     return ReportTable(
         "ops", "Per-op latency by category",
-        "Mean ms per inference of each op category over the separate profiling runs "
-        "(averaged over records); shares are of the end-to-end median.", cols, rows)
+        "ms per inference of each op category: each op's median over the separate profiling "
+        "runs, summed per category (averaged over records); shares are of the end-to-end "
+        "median.", cols, rows)
 
 
 def fusion_table(effects: Sequence[FusionEffect]) -> ReportTable:

@@ -115,13 +115,36 @@ static void print_samples(double *ms, int n) {
     }
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Profile `runs` runs and leave in p->ms each step's MEDIAN over them: one run preempted on a
+ * busy device moves a mean, not a median. Every run records the same steps in the same order. */
+static int profile_median(fk_exec *ex, fk_prof *p, int runs) {
+    double *hist = malloc(sizeof(double) * (size_t)runs * FK_PROF_MAX), *col = malloc(sizeof(double) * (size_t)runs);
+    if (!hist || !col) return free(hist), free(col), -1;
+    for (int r = 0; r < runs; r++) {
+        memset(p->ms, 0, sizeof p->ms);
+        fk_exec_run(ex, p);
+        memcpy(hist + (size_t)r * FK_PROF_MAX, p->ms, sizeof(double) * (size_t)p->n);
+    }
+    for (int i = 0; i < p->n; i++) {
+        for (int r = 0; r < runs; r++) col[r] = hist[(size_t)r * FK_PROF_MAX + i];
+        qsort(col, (size_t)runs, sizeof *col, cmp_double);
+        p->ms[i] = runs % 2 ? col[runs / 2] : 0.5 * (col[runs / 2 - 1] + col[runs / 2]);
+    }
+    free(hist), free(col);
+    return 0;
+}
+
 static void print_ops(const fk_prof *p) {
     static const char *cats[] = {"attention", "fc", "layernorm", "gelu", "other"};
     double per[5] = {0}, total = 0;
-    int runs = p->runs ? p->runs : 1;
     for (int i = 0; i < p->n; i++)
         for (int c = 0; c < 5; c++)
-            if (!strcmp(p->cat[i], cats[c])) per[c] += p->ms[i] / runs, total += p->ms[i] / runs;
+            if (!strcmp(p->cat[i], cats[c])) per[c] += p->ms[i], total += p->ms[i];
     printf("{\"ev\": \"ops\", \"runs\": %d, \"categories\": {", p->runs);
     for (int c = 0; c < 5; c++) printf("%s\"%s\": %.4f", c ? ", " : "", cats[c], per[c]);
     printf("}, \"total_ms\": %.4f, \"nodes\": [", total);
@@ -129,7 +152,7 @@ static void print_ops(const fk_prof *p) {
         char q[256];
         fk_json_quote(p->name[i], q, sizeof q);
         printf("%s{\"name\": %s, \"op\": \"%s\", \"category\": \"%s\", \"ms\": %.4f}", i ? ", " : "", q, p->op[i],
-               p->cat[i], p->ms[i] / runs);
+               p->cat[i], p->ms[i]);
     }
     printf("]}\n");
     fflush(stdout);
@@ -212,7 +235,7 @@ int main(int argc, char **argv) {
     }
     print_samples(ms, (int)n);
     if (c.profile_runs > 0) {
-        for (int i = 0; i < c.profile_runs; i++) fk_exec_run(&ex, &prof);
+        if (profile_median(&ex, &prof, c.profile_runs) != 0) return die("out of memory for the profile");
         print_ops(&prof);
     }
     if (c.outputs) {
