@@ -84,7 +84,7 @@ class BenchConfig:
     pause_s: float = 1.0
     seed: int = 0
     repeats: int = 1
-    profile_runs: int = 3
+    profile_runs: int = 5
     route_timeout_s: float | None = None
     lock_wait_s: float = 0.0
     inputs_seed: int = 0

@@ -71,7 +71,8 @@ def add_policy_options(p: argparse.ArgumentParser) -> None:
                    help="minimum warm-up seconds")
     p.add_argument("--pause", type=float, default=1.0, help="seconds between routes")
     p.add_argument("--seed", type=int, default=0, help="route order and bootstrap seed")
-    p.add_argument("--profile-runs", type=int, default=3, help="per-op profiling runs")
+    p.add_argument("--profile-runs", type=int, default=5,
+                   help="per-op profiling runs (each op keeps its median over them)")
 
 
 def policy_from(args: argparse.Namespace) -> Policy:
