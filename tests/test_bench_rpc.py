@@ -102,7 +102,7 @@ def test_tvm_route_runs_through_a_tracker_session(tmp_path: Path) -> None:
 def test_rpc_record_has_a_per_op_profile_by_category(tmp_path: Path) -> None:
     """Two repeats share nothing but the estimate; the profile comes after the last one's
     samples, kernel by kernel on the device, and `farm report` shows it."""
-    from farm.bench.categories import CATEGORIES
+    from farm.categories import CATEGORIES
     from farm.report.analysis import load_report
 
     port = free_port()

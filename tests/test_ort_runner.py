@@ -13,9 +13,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from farm.bench import categories
-from farm.bench.categories import CATEGORIES, categorize
+from farm import categories
 from farm.build.models import ModelInfo, build_model, ftns_module, make_inputs, write_inputs
+from farm.categories import CATEGORIES, categorize
 from farm.paths import agents_dir
 
 RUNNER = agents_dir() / "runners" / "ort_runner.py"
@@ -280,3 +280,19 @@ def test_per_node_time_is_the_median_over_profiled_runs() -> None:
                for us in (2.0, 5000.0, 3.0)]
     nodes = {n["name"]: n["ms"] for n in runner.summarize_nodes(categories, per_run)}
     assert nodes == {"/l0/norm/Add": pytest.approx(0.003), "/l0/up/MatMul": pytest.approx(0.010)}
+
+
+def test_one_tvm_rule_for_the_sidecar_and_the_tables() -> None:
+    """The TVM build's kernel categories (the sidecar the runner reads) and `categorize` are
+    one rule: a GELU fused into the FFN GEMM is fc (as in the custom executor), a product of
+    two activations is attention."""
+    from farm.build.tvm import kernel_category
+
+    for name, has_weight, want in [("fused_matmul_add_erf_multiply", True, "fc"),
+                                   ("fused_matmul3_divide_add_softmax", False, "attention"),
+                                   ("fused_matmul5", False, "attention"),
+                                   ("fused_layer_norm1", False, "layernorm"),
+                                   ("fused_tanh_multiply", False, "gelu")]:
+        assert kernel_category(name, has_weight) == want
+        shapes = [[1, 128, 64], [64, 256]] if has_weight else [[1, 4, 8, 8], [1, 4, 8, 8]]
+        assert categorize("tvm", name, input_shapes=shapes) == want

@@ -23,8 +23,8 @@ durations (`cat == "Node"`, name ending `_kernel_time`, µs) are summed per run 
 over runs is kept per node (one preempted run moves a mean, not a median). `total_ms`
 is the sum of node times, `run_ms` the median of ORT's own `model_run` durations (the difference
 is executor overhead between kernels). Categories come from categories.py next to this file (bench
-preparation uploads farm/bench/categories.py into runners/; in the repo it is found at
-../../farm/bench/), ftns.py from here or the parent directory.
+preparation uploads farm/categories.py into runners/; in the repo it is found at
+../../farm/), ftns.py from here or the parent directory.
 
 Silent fallback is an error unless options.allow_fallback: for a non-CPU provider the session
 is created with `session.disable_cpu_ep_fallback`, so a partial placement fails at load time,
@@ -81,7 +81,7 @@ def _ftns():
 
 
 def _categories():
-    return _import_sibling("categories", [HERE, os.path.join(HERE, "..", "..", "farm", "bench")])
+    return _import_sibling("categories", [HERE, os.path.join(HERE, "..", "..", "farm")])
 
 
 class Emitter(object):

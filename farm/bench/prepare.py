@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from farm import categories as categories_module
 from farm.bench.config import BenchConfig
 from farm.build.models import ModelInfo, ftns_module, resolve_model, write_inputs
 from farm.build.registry import Artifact, make_artifact
@@ -73,8 +74,8 @@ def prepare(config: BenchConfig, cache_dir: Path | None = None) -> Prepared:
 def device_bundle(device: Device, prepared: Prepared) -> list[Artifact]:
     items = bundle_for(device, registered=False)  # the routes add what they run
     have = {a.remote for a in items}
-    # the ORT runner maps ops to categories with farm/bench/categories.py, shipped beside it
-    categories = make_artifact("runner", Path(__file__).with_name("categories.py"), "runners",
+    # the ORT runner maps ops to categories with farm/categories.py, shipped beside it
+    categories = make_artifact("runner", Path(categories_module.__file__), "runners",
                                content_name=False)
     items += [a for a in (categories, prepared.model_artifact, prepared.inputs_artifact)
               if a.remote not in have]

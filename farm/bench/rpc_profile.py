@@ -29,7 +29,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from farm.bench.categories import CATEGORIES
+from farm.categories import CATEGORIES
 
 MIN_REPEAT_MS = 5  # µs kernels repeat until a repeat lasts this long (timer resolution)
 METHOD = ("per-kernel time_evaluator on the device over TVM RPC: each kernel alone from a "

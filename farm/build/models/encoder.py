@@ -1,7 +1,7 @@
 """Generate a BERT-shaped encoder as an ONNX graph (opset 17) with deterministic weights.
 
 `build_encoder(config) -> onnx.ModelProto`. The op pattern below is a contract: the custom
-executor's plan compiler pattern-matches it, and `farm.bench.categories` reads its node-name
+executor's plan compiler pattern-matches it, and `farm.categories` reads its node-name
 scopes. Change it only together with `GENERATOR_VERSION` (config.py) and those two.
 
 Graph (S = seq, H = hidden, N = heads, D = H/N, F = ffn; all float32 unless noted)

@@ -34,6 +34,7 @@ from farm.build import registry
 from farm.build.tvm import api
 from farm.build.tvm.target import cross_compiler, spec_json, target_spec
 from farm.build.tvm.tuning_db import database_hash, default_database_dir
+from farm.categories import tvm_category
 from farm.errors import BuildError
 from farm.inventory.device import Device
 from farm.paths import state_dir
@@ -57,16 +58,8 @@ class TvmArtifact:
 
 
 def kernel_category(name: str, has_weight: bool) -> str:
-    """Category of a TVM kernel from its (fused) name: the op names joined by `_`."""
-    if "matmul" in name or "dense" in name:
-        return "fc" if has_weight else "attention"
-    if "softmax" in name:
-        return "attention"
-    if "layer_norm" in name or "rms_norm" in name:
-        return "layernorm"
-    if "erf" in name or "gelu" in name or "tanh" in name:
-        return "gelu"
-    return "other"
+    """Category of a TVM kernel from its (fused) name: the one TVM rule of farm.categories."""
+    return tvm_category(name, has_weight)
 
 
 def check_operators(model: onnx.ModelProto, model_path: Path) -> None:

@@ -28,10 +28,14 @@ Categories: ``attention``, ``fc``, ``layernorm``, ``gelu``, ``other`` (CATEGORIE
    fc. ORT's profile lists only non-initializer inputs, so a projection shows one input.
 4. Anything else is ``other`` (Gather embeddings, Cast, Reshape outside a scope, ...).
 
-TVM (TVM_SUBSTRINGS): kernel names are fused PrimFunc names like ``fused_matmul_add``; the
-first matching substring wins, checked in order (softmax before matmul so a fused
-matmul+softmax counts as attention), then the shape rule for matmul kernels when shapes are
-given. Custom executor (CUSTOM_OPS): the executor's own op names, exact match, then substrings.
+TVM (`tvm_category`, used by the TVM build for its kernel sidecar and by `categorize`):
+kernel names are fused PrimFunc names like ``fused_matmul_add``. A kernel holding a matrix
+product (TVM_MATMUL_MARKERS) is fc when one operand is a weight and attention when both are
+activations (Q·Kᵀ, P·V; decided by `has_weight`, else by input shapes, else attention
+only when a softmax is fused in), whatever
+else is fused into it (so a GELU fused into the FFN GEMM counts as fc, as in the custom
+executor); otherwise the first matching TVM_SUBSTRINGS marker wins.
+Custom executor (CUSTOM_OPS): the executor's own op names, exact match, then substrings.
 
 This module is stdlib-only and Python 3.8-compatible: deploy ships it next to the route
 runners (the ORT runner imports it on the device), so the device and the host categorize
@@ -115,9 +119,7 @@ TVM_SUBSTRINGS: tuple[tuple[str, str], ...] = (
     ("rms_norm", "layernorm"),
     ("gelu", "gelu"),
     ("erf", "gelu"),
-    ("matmul", "fc"),
-    ("dense", "fc"),
-    ("gemm", "fc"),
+    ("tanh", "gelu"),
 )
 TVM_MATMUL_MARKERS = ("matmul", "dense", "gemm")
 
@@ -168,12 +170,18 @@ def _ort(op: str, name: str, input_shapes: Sequence[Sequence[int]] | None) -> st
     return "other"
 
 
-def _tvm(op: str, input_shapes: Sequence[Sequence[int]] | None) -> str:
-    lowered = op.lower()
+def tvm_category(name: str, has_weight: bool | None = None,
+                 input_shapes: Sequence[Sequence[int]] | None = None) -> str:
+    """Category of a TVM kernel from its (fused) name (see the module docstring)."""
+    lowered = name.lower()
+    if any(marker in lowered for marker in TVM_MATMUL_MARKERS):
+        if has_weight is not None:
+            return "fc" if has_weight else "attention"
+        if input_shapes is not None:
+            return _matmul_by_shape(input_shapes)
+        return "attention" if "softmax" in lowered else "fc"  # name only: Q·Kᵀ+softmax
     for marker, category in TVM_SUBSTRINGS:
         if marker in lowered:
-            if category == "fc" and input_shapes is not None:
-                return _matmul_by_shape(input_shapes)
             return category
     return "other"
 
@@ -196,7 +204,7 @@ def categorize(route: str, op: str, name: str = "",
     if route == "ort":
         return _ort(op, name, input_shapes)
     if route == "tvm":
-        return _tvm(op or name, input_shapes)
+        return tvm_category(op or name, input_shapes=input_shapes)
     if route == "custom":
         return _custom(op or name, input_shapes)
     raise ValueError(f"no op-category table for route {route!r} (known: ort, tvm, custom)")
