@@ -167,3 +167,32 @@ def test_a_device_python_without_tvm_is_a_clear_error(lab, tmp_path: Path,
         assert tracker_status()["servers"] == []
     finally:
         stop_tracker()
+
+
+def test_detached_rpc_server_lives_until_tracker_stop(lab, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from farm.cli.main import main
+    from farm.rpc.procs import ServiceProcess, group_alive
+    from farm.rpc.tracker import tracker_dir
+
+    _netns_lab1(lab)
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    start_tracker(port=free_port())
+    try:
+        assert main(["--inventory", str(lab.inventory_path), "deploy", "--rpc-server",
+                     "--detach", "--key", "lab1-bg", "--device", "lab1"]) == 0
+        (state_file,) = (tracker_dir() / "servers").glob("lab1-bg-forward-lab1.json")
+        forwarder = ServiceProcess.load(state_file)
+        assert forwarder is not None and group_alive(forwarder.pgid)
+        # the CLI has returned: the server stays registered and listens on lab1's loopback
+        time.sleep(2.5)  # past a TVM server's 2 s tracker ping period
+        servers = tracker_status()["servers"]
+        assert [s["key"] for s in servers] == ["lab1-bg"]
+        port = int(servers[0]["addr"].rsplit(":", 1)[1])
+        assert _listeners(lab, "lab1", port) == [f"127.0.0.1:{port}"]
+        assert _rpc_processes(lab, "lab1")
+    finally:
+        stop_tracker()
+    assert not group_alive(forwarder.pgid)
+    assert _wait_gone(lab, "lab1") == []  # SIGTERM tore the device's server down too
+    assert not state_file.exists()

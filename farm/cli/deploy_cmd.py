@@ -2,7 +2,8 @@
 
 `farm deploy --rpc-server --key K --device NAME` instead runs a TVM RPC server on the SSH
 device NAME, registered with farm's tracker under K through SSH port forwards (nothing
-listens beyond loopback), in the foreground until Ctrl-C (see farm/rpc/forward.py).
+listens beyond loopback), in the foreground until Ctrl-C (see farm/rpc/forward.py), or with
+--detach in the background until `farm tracker stop`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="run a TVM RPC server on --device, registered with the tracker "
                              "through SSH port forwards, until Ctrl-C")
     parser.add_argument("--key", help="tracker key of the --rpc-server")
+    parser.add_argument("--detach", action="store_true",
+                        help="with --rpc-server: return once registered and keep the server "
+                             "(and its SSH forwards) running until `farm tracker stop`")
     parser.add_argument("--tracker-port", type=int, default=None,
                         help="tracker port on 127.0.0.1 (default: the tracker farm runs)")
     parser.set_defaults(func=run)
@@ -114,6 +118,14 @@ def run_rpc_server(args: argparse.Namespace) -> int:
             raise UsageError("no tracker is running", hint="farm tracker start")
         port = state.port
     console = Console(stderr=True)
+    if args.detach:
+        from farm.rpc.forward_child import start_detached_forward
+
+        info, service = start_detached_forward(device, args.key, tracker_port=port)
+        console.print(f"RPC server {args.key} on {device.name} registered with "
+                      f"127.0.0.1:{port} (forwarded 127.0.0.1:{info.port}; forwarder pid "
+                      f"{service.pid}, log {service.log}); `farm tracker stop` stops it")
+        return 0
     transport = SSHTransport(device)
     try:
         with forwarded_rpc_server(transport, args.key, tracker_port=port) as server:

@@ -6,6 +6,11 @@ test, a bench) therefore uses `forwarded_rpc_server_process(device, key, ...)`: 
 live in a child (`python -m farm.rpc.forward_child`) that reads its job as one JSON line on
 stdin, answers one JSON line on stdout ({"port", "tracker_port", "pgid", ...} or {"error",
 "hint"}), and tears everything down when its stdin closes (also when the parent dies).
+
+`start_detached_forward(device, key, ...)` starts the same child in its own session for
+`farm deploy --rpc-server --detach`: it outlives the CLI, is recorded with the tracker's RPC
+servers (`.farm/tracker/servers/`) so `farm tracker stop` stops it, and on SIGTERM tears the
+forwards and the device's server down the same way.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -24,7 +31,8 @@ from pathlib import Path
 from farm.errors import FarmError, TransportError
 from farm.inventory.device import Device
 from farm.rpc.forward import forwarded_rpc_server
-from farm.rpc.tracker import DEFAULT_PORT
+from farm.rpc.procs import ServiceProcess, stop_group
+from farm.rpc.tracker import DEFAULT_PORT, tracker_dir
 from farm.transports.ssh import SSHTransport
 
 
@@ -60,25 +68,10 @@ def forwarded_rpc_server_process(device: Device, key: str, *, tracker_host: str 
                                  env: Mapping[str, str] | None = None,
                                  start_timeout_s: float = 90.0) -> Iterator[ChildForward]:
     """`forwarded_rpc_server` run by a child process, for a process that is a TVM client."""
-    job = {"device": asdict(device), "key": key, "tracker_host": tracker_host,
-           "tracker_port": tracker_port, "env": dict(env or {})}
-    root = str(Path(__file__).resolve().parents[2])
-    child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.Popen([sys.executable, "-m", "farm.rpc.forward_child"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=child_env)
-    assert proc.stdin is not None and proc.stdout is not None
+    proc = _start_child(device, key, tracker_host, tracker_port, env, detach=False)
+    assert proc.stdin is not None
     try:
-        proc.stdin.write(json.dumps(job) + "\n")
-        proc.stdin.flush()
-        ready = select.select([proc.stdout], [], [], start_timeout_s)[0]
-        answer = json.loads(proc.stdout.readline() or "{}") if ready else {}
-        if "port" not in answer:
-            raise TransportError(
-                f"forwarded RPC server for {key} did not start: "
-                f"{answer.get('error', f'no answer within {start_timeout_s:.0f} s')}",
-                hint=answer.get("hint"))  # the child's message names the device
-        yield ChildForward(ForwardInfo(**answer), proc)
+        yield ChildForward(_answer(proc, key, start_timeout_s), proc)
     finally:
         with contextlib.suppress(OSError):
             proc.stdin.close()
@@ -87,6 +80,68 @@ def forwarded_rpc_server_process(device: Device, key: str, *, tracker_host: str 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _start_child(device: Device, key: str, tracker_host: str, tracker_port: int,
+                 env: Mapping[str, str] | None, *, detach: bool,
+                 log: Path | None = None) -> subprocess.Popen[str]:
+    job = {"device": asdict(device), "key": key, "tracker_host": tracker_host,
+           "tracker_port": tracker_port, "env": dict(env or {}), "detach": detach}
+    root = str(Path(__file__).resolve().parents[2])
+    child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    stderr = open(log, "ab") if log else None  # noqa: SIM115 - handed to the child
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "farm.rpc.forward_child"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                text=True, env=child_env, start_new_session=detach)
+    finally:
+        if stderr:
+            stderr.close()
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(job) + "\n")
+    proc.stdin.flush()
+    return proc
+
+
+def _answer(proc: subprocess.Popen[str], key: str, start_timeout_s: float) -> ForwardInfo:
+    assert proc.stdout is not None
+    ready = select.select([proc.stdout], [], [], start_timeout_s)[0]
+    answer = json.loads(proc.stdout.readline() or "{}") if ready else {}
+    if "port" not in answer:
+        raise TransportError(
+            f"forwarded RPC server for {key} did not start: "
+            f"{answer.get('error', f'no answer within {start_timeout_s:.0f} s')}",
+            hint=answer.get("hint"))  # the child's message names the device
+    return ForwardInfo(**answer)
+
+
+def start_detached_forward(device: Device, key: str, *, tracker_host: str = "127.0.0.1",
+                           tracker_port: int = DEFAULT_PORT,
+                           start_timeout_s: float = 90.0) -> tuple[ForwardInfo, ServiceProcess]:
+    """A forwarded RPC server that outlives this process until `farm tracker stop`."""
+    servers = tracker_dir() / "servers"
+    servers.mkdir(parents=True, exist_ok=True)
+    log = servers / f"{key}-forward-{device.name}.log"
+    proc = _start_child(device, key, tracker_host, tracker_port, None, detach=True, log=log)
+    try:
+        info = _answer(proc, key, start_timeout_s)
+    except BaseException:
+        stop_group(proc.pid, 5.0)
+        raise
+    service = ServiceProcess(f"forwarded rpc server {key} on {device.name}", proc.pid,
+                             proc.pid, "127.0.0.1", info.port, str(log),
+                             ("python", "-m", "farm.rpc.forward_child"), time.time())
+    service.save(servers / f"{key}-forward-{device.name}.json")
+    for stream in (proc.stdin, proc.stdout):  # the child no longer reads or writes them
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    return info, service
+
+
+def _stop_on_sigterm(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds the `with` blocks: forwards, device server, SSH
 
 
 def _child_main() -> int:
@@ -101,9 +156,18 @@ def _child_main() -> int:
             print(json.dumps({"device": server.device, "key": server.key, "port": server.port,
                               "tracker_port": server.tracker_port, "pgid": server.pgid}),
                   flush=True)
-            sys.stdin.read()  # until the parent closes our stdin (or dies)
+            if job.get("detach"):
+                signal.signal(signal.SIGTERM, _stop_on_sigterm)
+                while server.alive():  # until `farm tracker stop` (SIGTERM) or the server dies
+                    time.sleep(1.0)
+            else:
+                sys.stdin.read()  # until the parent closes our stdin (or dies)
+    except KeyboardInterrupt:
+        return 0
     except FarmError as exc:
-        print(json.dumps({"error": exc.message, "hint": exc.hint}), flush=True)
+        with contextlib.suppress(OSError):  # a detached child's parent may be gone
+            print(json.dumps({"error": exc.message, "hint": exc.hint}), flush=True)
+        print(f"farm forward_child: {exc}", file=sys.stderr)
         return 1
     finally:
         transport.close()
