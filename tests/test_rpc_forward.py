@@ -196,3 +196,46 @@ def test_detached_rpc_server_lives_until_tracker_stop(lab, tmp_path: Path,
     assert not group_alive(forwarder.pgid)
     assert _wait_gone(lab, "lab1") == []  # SIGTERM tore the device's server down too
     assert not state_file.exists()
+
+
+def test_remote_tuning_measures_on_lab1_through_the_tracker(lab, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """`farm tune` for a tvm-rpc device: MetaSchedule's candidates are built here and measured
+    on the device's RPC server (lab1, reached only through the SSH forwards)."""
+    import json as json_mod
+
+    from farm.build.tvm import tune_tvm
+
+    _netns_lab1(lab)
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    model = tmp_path / "tiny.onnx"
+    onnx.save(build_encoder(PRESETS["tiny"]), str(model))
+    lab1 = load_inventory(str(lab.inventory_path)).get("lab1")
+    tracker = start_tracker(port=free_port())
+    try:
+        inventory = tmp_path / "devices.yaml"
+        inventory.write_text(f"""\
+version: 1
+devices:
+  - name: lab1-rpc
+    transport: tvm-rpc
+    arch: {lab1.arch}
+    features: [{", ".join(lab1.features)}]
+    cores: 1
+    key: lab1-tune
+    tracker_host: 127.0.0.1
+    tracker_port: {tracker.port}
+""")
+        device = load_inventory(str(inventory)).get("lab1-rpc")
+        with forwarded_rpc_server_process(lab1, "lab1-tune", tracker_port=tracker.port):
+            result = tune_tvm(model, device, trials=4, batch=4, ops=("matmul1",))
+        assert result.measured == 4 and set(result.seeded) == set(result.tasks)
+        records = [json_mod.loads(line) for line in
+                   (result.database / "database_tuning_record.json").read_text().splitlines()]
+        # every stored record carries real run times from the device (errors are not stored)
+        run_secs = [float(s) for r in records for s in r[1][1]]
+        assert run_secs and all(0 < s < 1 for s in run_secs)
+    finally:
+        stop_tracker()
+    assert _wait_gone(lab, "lab1") == []
