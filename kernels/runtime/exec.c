@@ -156,9 +156,18 @@ static void mark(fk_exec *e, const fk_op *op, const char *suffix, const char *ca
     e->t_mark = fk_now_ms();
 }
 
+/* Row-wise passes this small (LayerNorm, embedding, quantisation of a 128 x 128 activation: a
+ * few microseconds) run on the calling thread: handing them to a worker costs more than they
+ * do, and on a shared machine each hand-off is a chance to wait for a descheduled thread. */
+#define SERIAL_ELEMS 32768
+
 static void rows_pass(fk_exec *e, task_ctx *c, enum step s) {
+    const int tasks = (e->T + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
     c->step = s;
-    fk_pool_run(e->pool, (e->T + ROWS_PER_TASK - 1) / ROWS_PER_TASK, run_task, c);
+    if ((size_t)e->T * (size_t)c->cols <= SERIAL_ELEMS)
+        for (int t = 0; t < tasks; t++) run_task(c, t, 0);
+    else
+        fk_pool_run(e->pool, tasks, run_task, c);
 }
 
 static void run_fc(fk_exec *e, task_ctx *c) {
