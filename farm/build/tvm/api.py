@@ -82,9 +82,11 @@ def lower_to_kernels(mod: Any, target: Any, *, fusion: bool) -> Any:
     """
     tvm = _tvm()
     from tvm import relax
+    # FastMathTransform: erf/exp/softmax/tanh as vectorisable polynomials (as ORT's MLAS
+    # does); LLVM has no vector erf/exp, so the exact ops become one libm call per element
     passes = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan(),
-              relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
-              relax.transform.FoldConstant()]
+              relax.transform.FastMathTransform(), relax.transform.LegalizeOps(),
+              relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
     if fusion:
         passes += [relax.transform.FuseOps(), relax.transform.FuseTIR()]
     with target:
