@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -130,13 +131,20 @@ def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tmp_path: Path,
                             "lab1-cli", "--device", "lab1"],
                            stderr=subprocess.PIPE, text=True, env=env, cwd=root)
     try:
+        # ready = the CLI says so (the tracker can list the server a moment before the CLI
+        # has finished setting up, and a Ctrl-C then is an interrupted start: exit 130)
+        assert cli.stderr is not None
+        said = ""
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and cli.poll() is None:
-            servers = tracker_status()["servers"]
-            if servers:
-                break
-            time.sleep(0.3)
-        assert [s["key"] for s in servers] == ["lab1-cli"], cli.stderr
+        while "Ctrl-C stops" not in " ".join(said.split()) and time.monotonic() < deadline:
+            if select.select([cli.stderr], [], [], 1.0)[0]:
+                chunk = os.read(cli.stderr.fileno(), 4096)  # unbuffered: select sees it all
+                if not chunk:
+                    break
+                said += chunk.decode(errors="replace")
+        assert "Ctrl-C stops" in " ".join(said.split()), said
+        servers = tracker_status()["servers"]
+        assert [s["key"] for s in servers] == ["lab1-cli"], said
         port = int(servers[0]["addr"].rsplit(":", 1)[1])
         assert _listeners(lab, "lab1", port) == [f"127.0.0.1:{port}"]
         cli.send_signal(signal.SIGINT)

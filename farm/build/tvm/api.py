@@ -12,9 +12,10 @@ Errors surface as `BuildError` (build/tune) or `TransportError` (RPC) with the T
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -111,6 +112,29 @@ def _default_schedule(func: Any, target: Any) -> tuple[Any, str]:
     return None, "none"
 
 
+def _prepack_weights(mod: Any, kernels: dict[str, dict[str, Any]]) -> Any:
+    """Run the weight-repacking blocks of scheduled kernels at build time: split each into
+    its own kernel (kernel `K` becomes `K_prepacked` plus `K_weight_prepack`), fold those
+    over the constant weights, and drop the folded kernels. `kernels` follows the renames."""
+    tvm = _tvm()
+    from tvm import relax
+    split = relax.transform.SplitLayoutRewritePreproc()(mod)
+    if len(split.functions_items()) == len(mod.functions_items()):
+        return mod  # nothing repacked
+    mod = tvm.transform.Sequential([relax.transform.FoldConstant(),
+                                    relax.transform.DeadCodeElimination()])(split)
+    calls = _kernel_calls(mod)
+    for name, call in calls.items():
+        base = name.removesuffix("_prepacked")
+        if name not in kernels and base in kernels:
+            call.pop("weight_positions", None)
+            kernels[name] = {**kernels.pop(base), **call, "op": name}
+    leftover = [n for n in calls if n.endswith("_weight_prepack")]
+    if leftover:
+        raise BuildError(f"weight repacking did not fold to constants: {', '.join(leftover)}")
+    return mod
+
+
 @dataclass
 class Compiled:
     executable: Any
@@ -122,6 +146,7 @@ class Compiled:
 
 def _kernel_calls(mod: Any) -> dict[str, dict[str, Any]]:
     """Kernel name -> {"has_weight": any call site passes a constant (a weight),
+    "weight_positions": argument positions where every call site passes a constant,
     "calls": call sites per inference (Relax functions are straight-line code),
     "constants": {argument position: [mean, std]} of the first call site's constants}."""
     import numpy as np
@@ -139,6 +164,9 @@ def _kernel_calls(mod: Any) -> dict[str, dict[str, Any]]:
             info = calls.setdefault(expr.args[0].name_hint,
                                     {"has_weight": False, "calls": 0, "constants": None})
             info["has_weight"] = info["has_weight"] or any(isinstance(a, constant) for a in args)
+            positions = {i for i, a in enumerate(args) if isinstance(a, constant)}
+            info["weight_positions"] = positions if not info["calls"] else \
+                info["weight_positions"] & positions
             info["calls"] += 1
             if info["constants"] is None:
                 # value ranges for timing a kernel alone on realistic data (its transcendental
@@ -199,19 +227,30 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
                 continue
             info = kernels.setdefault(gv.name_hint, {"op": gv.name_hint, "has_weight": False,
                                                      "calls": 0, "constants": None})
-            sch, source = _default_schedule(originals.get(gv.name_hint, func), target)
+            original = originals.get(gv.name_hint, func)
+            weights = sorted(info.pop("weight_positions", None) or ())
+            # constant weights the default GEMM rule may repack at build time
+            sch, source = _default_schedule(
+                original.with_attr("layout_free_buffers", weights) if weights else original,
+                target)
             if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
-                # the database's best record; `farm tune` seeds it with the default schedule,
-                # measured, so the default wins where tuning found nothing faster
-                same = sch is not None and tvm_ffi.structural_equal(sch.mod["main"].body,
-                                                                    func.body)
+                # the database's best record; `farm tune` seeds it with the default schedule
+                # (as the tuner lowers it: weights in their ONNX layout), measured, so the
+                # default wins where tuning found nothing faster; it is then built with its
+                # weights repacked
+                seeded = _default_schedule(original, target)[0] if weights else sch
+                same = seeded is not None and tvm_ffi.structural_equal(
+                    seeded.mod["main"].body, func.body)
                 info["schedule"] = f"tuning-db:{source}" if same else "tuning-db"
-                continue
-            info["schedule"] = source
+                if not same:
+                    continue
+            else:
+                info["schedule"] = source
             if sch is not None:
                 updates[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
         for gv, func in updates.items():
             mod[gv] = func
+        mod = _prepack_weights(mod, kernels)
         for gv, func in mod.functions_items():
             if isinstance(func, tirx.PrimFunc) and gv.name_hint in kernels:
                 kernels[gv.name_hint]["args"] = _kernel_signature(func)
@@ -474,6 +513,21 @@ class _BudgetSpent(Exception):
     pass
 
 
+@contextlib.contextmanager
+def _unnamed_handlers_detached(logger: logging.Logger) -> Iterator[None]:
+    """MetaSchedule rebuilds its logging config from the names of its logger's handlers and
+    fails on an unnamed one (pytest's capture handlers, an application's own): detach those
+    while it tunes, then put them back."""
+    unnamed = [h for h in logger.handlers if h.get_name() is None]
+    for handler in unnamed:
+        logger.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in unnamed:
+            logger.addHandler(handler)
+
+
 def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int = 16,
                time_budget_s: float | None = None, op_names: list[str] | None = None,
                rpc: tuple[str, int, str] | None = None, cross_cc: str | None = None,
@@ -534,17 +588,18 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int
              if not op_names or any(o in t.task_name for o in op_names)]
     seeded = _seed_defaults(tasks, target, database, builder, runner, work_dir)
     try:
-        ms.relax_integration.tune_relax(
-            lowered, {}, target, str(work_dir), max_trials_global=trials,
-            num_trials_per_iter=min(batch, trials), op_names=op_names, builder=builder,
-            runner=runner, database=database,
-            # a population sized to the batch: the default 512 spends ~30 s of search per
-            # batch here, longer than measuring a batch of 16
-            strategy=ms.search_strategy.EvolutionarySearch(
-                population_size=min(512, max(64, 8 * batch)),
-                init_min_unmeasured=min(50, 4 * batch), genetic_num_iters=3),
-            measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
-                               _BudgetAndProgress()])
+        with _unnamed_handlers_detached(ms_logger):
+            ms.relax_integration.tune_relax(
+                lowered, {}, target, str(work_dir), max_trials_global=trials,
+                num_trials_per_iter=min(batch, trials), op_names=op_names, builder=builder,
+                runner=runner, database=database,
+                # a population sized to the batch: the default 512 spends ~30 s of search per
+                # batch here, longer than measuring a batch of 16
+                strategy=ms.search_strategy.EvolutionarySearch(
+                    population_size=min(512, max(64, 8 * batch)),
+                    init_min_unmeasured=min(50, 4 * batch), genetic_num_iters=3),
+                measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
+                                   _BudgetAndProgress()])
         budget_spent = False
     except Exception as exc:
         if BUDGET_MARK not in str(exc):
