@@ -79,6 +79,29 @@ def test_cross_compile_aarch64_gives_an_aarch64_elf(tiny_model: Path) -> None:
 
 
 @pytest.mark.tvm
+@pytest.mark.slow
+@pytest.mark.parametrize("device", [local_device(), AARCH64], ids=["local", "aarch64"])
+def test_default_gemm_reads_weights_prepacked_at_build_time(tiny_model: Path,
+                                                          device: Device) -> None:
+    """Every fc GEMM reads its constant weight [K, N] from [N / tj, K, tj] panels (tj = two
+    vectors) that the build repacked once: the weight-prepack kernels were folded away."""
+    import json
+
+    from farm.build.tvm import build_tvm
+
+    art = build_tvm(tiny_model, device)
+    kernels = json.loads(art.meta_path.read_text())["kernels"]
+    fc = {k: v for k, v in kernels.items() if v["category"] == "fc"}
+    assert fc and not any("weight_prepack" in k for k in kernels), sorted(kernels)
+    lanes = 16 if "+avx512f" in art.target.get("mattr", []) else \
+        4 if device.arch == "aarch64" else 8
+    for name, info in fc.items():
+        assert name.endswith("_prepacked") and info["schedule"] == "default:CpuMatmul", name
+        k, weight = info["args"][0][0][-1], info["args"][1][0]
+        assert len(weight) == 3 and weight[1] == k and weight[2] == 2 * lanes, (name, weight)
+
+
+@pytest.mark.tvm
 def test_unsupported_operator_names_it_and_the_variants(tmp_path: Path, farm_home: Path) -> None:
     from farm.build.tvm import build_tvm
 
