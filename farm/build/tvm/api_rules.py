@@ -92,6 +92,13 @@ class CpuMatmul(CPUScheduleRule):
     def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool):  # type: ignore[override]
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
             return None
+        try:
+            return self._schedule(func, target, pack=True)
+        except Exception:  # a weight access the repacking cannot rewrite: tile it unpacked
+            return self._schedule(func, target, pack=False)
+
+    def _schedule(self, func: tirx.PrimFunc, target: Target, *,
+                  pack: bool) -> s_tir.Schedule | None:
         sch = s_tir.Schedule(func)
         infos = normalize_prim_func(sch)
         if not infos:
@@ -124,7 +131,8 @@ class CpuMatmul(CPUScheduleRule):
         ti = _largest_divisor(ext_i, tuple(r for r in (12, 8, 6, 4, 3, 2, 1) if r <= budget))
         if ti is None:
             return None
-        _pack_weight(sch, main, n_s, tj, func)
+        if pack:
+            _pack_weight(sch, main, n_s, tj, func)
         loops = sch.get_loops(main.block_rv)
         spatial, reduce_loops = loops[:n_s], loops[n_s:]
         io, ii = sch.split(spatial[n_s - 2], factors=[None, ti])
@@ -165,6 +173,13 @@ class CpuInjective(CPUScheduleRule):
     def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool):  # type: ignore[override]
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
             return None
+        try:
+            return self._schedule(func, target, pack=True)
+        except Exception:  # a weight access the repacking cannot rewrite: tile it unpacked
+            return self._schedule(func, target, pack=False)
+
+    def _schedule(self, func: tirx.PrimFunc, target: Target, *,
+                  pack: bool) -> s_tir.Schedule | None:
         sch = s_tir.Schedule(func)
         infos = normalize_prim_func(sch)
         if not infos or not all(b.is_injective() for b in infos):
