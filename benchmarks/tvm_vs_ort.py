@@ -6,8 +6,9 @@
 Every configuration runs in a fresh process through its route runner (the same JSON-lines
 contract the agent uses): ORT via agents/runners/ort_runner.py (graph optimisations ALL),
 TVM via the runtime-only C++ runner. Reported: median (of interleaved rounds' medians) and
-p10/p90 of the steady-state samples, TVM/ORT ratios, peak RSS of each runner, and the tuning
-time. Targets from issue 4: default build ≤ 3× ORT, tuned (≤ 10 min of tuning) ≤ 1.2× ORT.
+p10/p90 of the steady-state samples, TVM/ORT ratios, peak RSS of each runner, the tuning
+time, and each TVM build's largest output difference from ORT (beyond --atol it exits).
+Targets from issue 4: default build ≤ 3× ORT, tuned (≤ 10 min of tuning) ≤ 1.2× ORT.
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ def run_runner(argv: list[str], request: dict, work: Path) -> tuple[list[float],
                      "categories": ops["categories"] if ops else None}
 
 
+def output_diff(expected: dict, path: Path, atol: float) -> float:
+    """Largest |TVM - ORT| over the outputs of the last run; exits when beyond tolerance (a
+    faster schedule that computes something else is no result)."""
+    got = ftns_module().read(str(path))
+    worst = 0.0
+    for name, want in expected.items():
+        if name not in got or got[name].shape != want.shape:
+            raise SystemExit(f"{path.name}: output {name!r} missing or of another shape")
+        diff = np.abs(got[name].astype(np.float64) - want)
+        worst = max(worst, float(diff.max()))
+        if not np.all(diff <= atol + 1e-3 * np.abs(want)):
+            raise SystemExit(f"{path.name}: output {name!r} differs from ORT's by up to "
+                             f"{diff.max():.3g} (tolerance {atol} + 1e-3 * |ORT|)")
+    return worst
+
+
 def summarize(rounds: list[list[float]], extra: dict) -> dict:
     medians = [float(np.median(r)) for r in rounds]
     samples = [ms for r in rounds for ms in r]
@@ -66,6 +83,8 @@ def main() -> int:
     parser.add_argument("--skip-tune", action="store_true")
     parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved rounds per configuration (default 3)")
+    parser.add_argument("--atol", type=float, default=1e-4,
+                        help="tolerance of TVM's outputs against ORT's (plus 1e-3 relative)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -108,16 +127,19 @@ def main() -> int:
                     argv, {**request, "outputs": str(work / f"{name}.ftns")}, work)
                 samples[name].append(got)
         ort_median = summarize(samples["ort"], {})["median_ms"]
+        expected = ftns_module().read(str(work / "ort.ftns"))
         for name in configs:
             row = summarize(samples[name], extra[name])
+            row["max_abs_diff"] = output_diff(expected, work / f"{name}.ftns", args.atol)
             rows.append({"config": name, "threads": threads, **row,
                          "ratio": round(row["median_ms"] / ort_median, 2)})
     print(f"model {model.name} ({model.path.name}), host {device.description}")
     print(f"{'config':<12} {'thr':>3} {'median ms':>10} {'p10':>8} {'p90':>8} "
-          f"{'x ORT':>6} {'peak MB':>8}")
+          f"{'x ORT':>6} {'peak MB':>8} {'|d ORT|':>8}")
     for r in rows:
         print(f"{r['config']:<12} {r['threads']:>3} {r['median_ms']:>10.2f} {r['p10_ms']:>8.2f} "
-              f"{r['p90_ms']:>8.2f} {r['ratio']:>6.2f} {r['vmhwm_mb']:>8.1f}")
+              f"{r['p90_ms']:>8.2f} {r['ratio']:>6.2f} {r['vmhwm_mb']:>8.1f} "
+              f"{r['max_abs_diff']:>8.1e}")
     if tuning:
         print(f"tuning: {tuning['measured']} candidates in {tuning['seconds']} s")
     report = {"model": model.name, "rows": rows, "tuning": tuning,
