@@ -197,8 +197,9 @@ static void run_fc(fk_exec *e, task_ctx *c) {
         g->epi = FK_EPI_NONE;
         g->c = (g->bias || act) ? e->tmp1 : out;
     }
-    /* Enough tasks for balance; column chunks aligned to the kernel's column unit. */
-    c->col_unit = c->wtype == FK_W_F32 ? FK_NR : 4;
+    /* Enough tasks for balance; column chunks aligned to whole FK_NR-column weight panels
+     * (every weight type is packed in them), so no two tasks ever write the same column. */
+    c->col_unit = FK_NR;
     int units = (N + c->col_unit - 1) / c->col_unit;
     c->row_chunks = e->T >= 64 * nth ? nth : (e->T >= 32 ? 2 : 1);
     c->col_chunks = nth == 1 ? 1 : units < 2 * nth ? units : 2 * nth;
