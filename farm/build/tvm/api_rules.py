@@ -173,13 +173,6 @@ class CpuInjective(CPUScheduleRule):
     def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool):  # type: ignore[override]
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
             return None
-        try:
-            return self._schedule(func, target, pack=True)
-        except Exception:  # a weight access the repacking cannot rewrite: tile it unpacked
-            return self._schedule(func, target, pack=False)
-
-    def _schedule(self, func: tirx.PrimFunc, target: Target, *,
-                  pack: bool) -> s_tir.Schedule | None:
         sch = s_tir.Schedule(func)
         infos = normalize_prim_func(sch)
         if not infos or not all(b.is_injective() for b in infos):
