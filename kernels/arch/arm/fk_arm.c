@@ -156,12 +156,19 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
  * SMULL + SADALP without dotprod); block sums are scaled by d_w * d_a into float accumulators. */
 #define Q4_MR 2
 #define Q4_XOR 0u
+/* The 4 vectors of k-group h of a block (low nibbles for h < 4, high for h >= 4) as q - 8. */
+static inline void q4_unpack(const fk_panel_q4_0 *blk, int h, int8x16_t wv[4]) {
+    for (int j = 0; j < 4; j++) {
+        uint8x16_t v = vld1q_u8(blk->qs + 64 * (h & 3) + 16 * j);
+        v = h < 4 ? vandq_u8(v, vdupq_n_u8(0x0F)) : vshrq_n_u8(v, 4);
+        wv[j] = vsubq_s8(vreinterpretq_s8_u8(v), vdupq_n_s8(8));
+    }
+}
+
 static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const fk_panel_q4_0 *w, float *c) {
     float32x4_t facc[Q4_MR][4];
     for (int i = 0; i < Q4_MR; i++)
         for (int j = 0; j < 4; j++) facc[i][j] = vdupq_n_f32(0.0f);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    const int8x16_t s8 = vdupq_n_s8(8);
     for (int b = 0; b < nb; b++) {
         const uint32_t *ab = a + (size_t)b * 8 * Q4_MR;
 #if defined(__ARM_FEATURE_DOTPROD)
@@ -170,10 +177,7 @@ static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const 
             for (int j = 0; j < 4; j++) acc[i][j] = vdupq_n_s32(0);
         for (int h = 0; h < 8; h++) {
             int8x16_t wv[4];
-            for (int j = 0; j < 4; j++) {
-                uint8x16_t v = vld1q_u8(w[b].qs + 64 * (h & 3) + 16 * j);
-                wv[j] = vsubq_s8(vreinterpretq_s8_u8(h < 4 ? vandq_u8(v, m4) : vshrq_n_u8(v, 4)), s8);
-            }
+            q4_unpack(&w[b], h, wv);
             for (int i = 0; i < Q4_MR; i++) {
                 int8x16_t av = vreinterpretq_s8_u32(vdupq_n_u32(ab[h * Q4_MR + i]));
                 for (int j = 0; j < 4; j++) acc[i][j] = vdotq_s32(acc[i][j], wv[j], av);
@@ -185,10 +189,7 @@ static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const 
             for (int j = 0; j < 8; j++) pr[i][j] = vdupq_n_s32(0);
         for (int h = 0; h < 8; h++) {
             int8x16_t wv[4];
-            for (int j = 0; j < 4; j++) {
-                uint8x16_t v = vld1q_u8(w[b].qs + 64 * (h & 3) + 16 * j);
-                wv[j] = vsubq_s8(vreinterpretq_s8_u8(h < 4 ? vandq_u8(v, m4) : vshrq_n_u8(v, 4)), s8);
-            }
+            q4_unpack(&w[b], h, wv);
             for (int i = 0; i < Q4_MR; i++) {
                 int8x8_t av = vreinterpret_s8_u32(vdup_n_u32(ab[h * Q4_MR + i]));
                 for (int j = 0; j < 4; j++) {
