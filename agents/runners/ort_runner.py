@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -278,12 +279,6 @@ def parse_profile(path, skip_runs):
     return per_run[skip_runs:], run_ms
 
 
-def median(values):
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
-
-
 def summarize_nodes(categories, per_run):
     """Median node time over the profiled runs (a run preempted on a busy device moves a
     mean, not a median), categorized; nodes keep first-seen (execution) order."""
@@ -307,7 +302,7 @@ def summarize_nodes(categories, per_run):
     for name in order:
         node = nodes[name]
         out.append({"name": name, "op": node["op"], "category": node["category"],
-                    "ms": median(node["us"]) / 1e3, "provider": node["provider"]})
+                    "ms": statistics.median(node["us"]) / 1e3, "provider": node["provider"]})
     return out
 
 
@@ -421,7 +416,7 @@ def run(request, emit, info):
             keep = set(id(n) for n in sorted(nodes, key=lambda n: -n["ms"])[:MAX_NODES])
             shown = [n for n in nodes if id(n) in keep]
         emit("ops", categories=totals, total_ms=sum(totals.values()),
-             run_ms=median(run_ms), runs=len(run_ms), nodes=shown,
+             run_ms=statistics.median(run_ms), runs=len(run_ms), nodes=shown,
              nodes_dropped=len(nodes) - len(shown))
 
 

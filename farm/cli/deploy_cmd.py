@@ -20,6 +20,7 @@ from rich.table import Table
 from farm.deploy import DeployResult, deploy
 from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
+from farm.inventory.device import Device
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_PARTIAL if failed else 0
 
 
-def _built_model_sha(spec: str, variant: str, devices: list) -> str:
+def _built_model_sha(spec: str, variant: str, devices: list[Device]) -> str:
     """The sha256 of model `spec`, after checking every device has something built from it."""
     from farm.build.models import resolve_model
     from farm.build.registry import for_target

@@ -131,7 +131,7 @@ def start_detached_forward(device: Device, key: str, *, tracker_host: str = "127
         raise
     service = ServiceProcess(f"forwarded rpc server {key} on {device.name}", proc.pid,
                              proc.pid, "127.0.0.1", info.port, str(log),
-                             ("python", "-m", "farm.rpc.forward_child"), time.time())
+                             tuple(str(a) for a in proc.args), time.time())
     service.save(servers / f"{key}-forward-{device.name}.json")
     for stream in (proc.stdin, proc.stdout):  # the child no longer reads or writes them
         if stream is not None:

@@ -129,5 +129,5 @@ def spawn(name: str, argv: list[str], host: str, port: int, log: Path,
             return service
         time.sleep(0.1)
     stop_group(proc.pid, 1.0)
-    raise TransportError(f"{name} did not listen on {host}:{port} within {ready_timeout_s} s; "
-                         f"log: {log}")
+    raise TransportError(f"{name} on {host}:{port} was not ready within {ready_timeout_s} s "
+                         f"({'its own check' if ready else 'not accepting TCP'}); log: {log}")
