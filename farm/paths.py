@@ -8,9 +8,14 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def state_dir_path() -> Path:
+    """Where the state directory is, without creating it."""
+    return Path(os.environ.get("FARM_HOME") or Path.cwd() / ".farm")
+
+
 def state_dir() -> Path:
     """The state directory (artifacts, lab, results); created on first use."""
-    path = Path(os.environ.get("FARM_HOME") or Path.cwd() / ".farm")
+    path = state_dir_path()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

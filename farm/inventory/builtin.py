@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import sys
@@ -9,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from farm.inventory.device import Device
+from farm.paths import state_dir_path
 
 # /proc/cpuinfo flag -> farm feature name (the names used in devices.yaml)
 _X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "avx512bw",
@@ -27,6 +29,14 @@ def cpu_features(cpuinfo: str, arch: str) -> tuple[str, ...]:
     return tuple(sorted({name for flag, name in table.items() if flag in flags}))
 
 
+def default_local_workdir() -> Path:
+    """`local`'s work dir: one per state dir, so two farms on this machine (two checkouts,
+    two $FARM_HOME) never overwrite each other's deployed executors and models."""
+    state = str(state_dir_path().resolve())
+    key = hashlib.sha256(state.encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"farm-local-{key}"
+
+
 def local_device() -> Device:
     """Describe this machine as the `local` device."""
     arch = platform.machine()
@@ -35,8 +45,7 @@ def local_device() -> Device:
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
         cpuinfo = ""
-    workdir = (os.environ.get("FARM_LOCAL_WORKDIR")
-               or str(Path(tempfile.gettempdir()) / "farm-local"))
+    workdir = os.environ.get("FARM_LOCAL_WORKDIR") or str(default_local_workdir())
     return Device(
         name="local",
         transport="local",
