@@ -251,7 +251,7 @@ def route_capabilities(workdir, cpu, probe_timeout):
 
 
 def read_state(workdir):
-    """Device state: the shape `farm.bench.stats.drift_flags` compares before/after."""
+    """Device state: the shape `farm.results.stats.drift_flags` compares before/after."""
     governors, freqs = {}, {}
     for path in sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq")):
         cpu = os.path.basename(os.path.dirname(path))

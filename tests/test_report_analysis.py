@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from test_report_data import constructed_records, write_store
 
-from farm.bench.stats import bootstrap_ci
 from farm.errors import StoreError
 from farm.report.analysis import analyze, load_report
 from farm.report.configs import config_flags, fusion_of
 from farm.report.outputs import format_report
 from farm.report.tables import to_csv
+from farm.results.stats import bootstrap_ci
 
 
 @pytest.fixture(scope="module")

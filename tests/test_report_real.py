@@ -8,11 +8,11 @@ import pytest
 
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench
-from farm.bench.stats import bootstrap_ci
 from farm.inventory.builtin import local_device
 from farm.report.analysis import load_report
 from farm.report.html import render_html
 from farm.results.config_flags import config_flags, config_label
+from farm.results.stats import bootstrap_ci
 from farm.results.store import ResultStore
 
 pytestmark = pytest.mark.slow

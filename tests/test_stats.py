@@ -12,17 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from farm.bench.stats import (
+from farm.bench.accuracy import compare_outputs, tolerance_for
+from farm.results.schema import FIELD_NAMES
+from farm.results.stats import (
     STAT_FIELDS,
     bootstrap_ci,
-    compare_outputs,
     drift_flags,
     interleaved_order,
     record_stats,
     summarize,
-    tolerance_for,
 )
-from farm.results.schema import FIELD_NAMES
 
 
 # -- summarize: values computed by hand ---------------------------------------------------

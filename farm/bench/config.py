@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from farm.bench.stats import DEFAULT_N_BOOT
 from farm.errors import UsageError
+from farm.results.stats import DEFAULT_N_BOOT
 
 BASE_ROUTES = ("ort", "tvm", "custom")
 # a route key is a route, or a route with fusion turned off for the fusion experiment:

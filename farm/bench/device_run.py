@@ -27,19 +27,20 @@ from typing import Any
 
 import numpy as np
 
+from farm.bench.accuracy import compare_outputs
 from farm.bench.config import BenchConfig, base_route, fusion_flags, route_key_of
 from farm.bench.lease import DeviceLease
 from farm.bench.prepare import Prepared, agent_artifact, device_bundle
 from farm.bench.records import RouteOutcome, make_record
 from farm.bench.routes import RoutePlan, plan_route
 from farm.bench.rpc_run import run_rpc_device
-from farm.bench.stats import compare_outputs, drift_flags, interleaved_order
 from farm.build.models import ftns_module
 from farm.deploy import deploy_device
 from farm.errors import BuildError, DeployError, FarmError
 from farm.inventory.device import Device
 from farm.protocol.session import AgentSession, RouteFailed
 from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE
+from farm.results.stats import drift_flags, interleaved_order
 from farm.results.store import ResultStore
 from farm.transports import Transport, open_transport
 

@@ -45,10 +45,10 @@ import numpy as np
 from farm.bench.config import base_route, is_unfused
 from farm.bench.records import RouteOutcome
 from farm.bench.routes import BUILD_LOCK, RoutePlan, original_build_s, weight_bytes
-from farm.bench.stats import interleaved_order
 from farm.build.models import ftns_module
 from farm.errors import BuildError, FarmError, TransportError
 from farm.results.schema import FAILED, INVALID, OK, UNAVAILABLE
+from farm.results.stats import interleaved_order
 
 if TYPE_CHECKING:
     from farm.bench.device_run import DeviceRun

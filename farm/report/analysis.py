@@ -8,7 +8,7 @@ computed here from the records' raw fields (`samples_ms`, `ops`, `sizes`, `peak_
 Tables (`Report.tables`, in order), one row per configuration (see `configs`) unless said:
 
 * latency      – pooled samples: n, median, 95 % CI of the median (seeded percentile
-                 bootstrap, `farm.bench.stats`), p90, p99, mean, CV, min; load and first-run
+                 bootstrap, `farm.results.stats`), p90, p99, mean, CV, min; load and first-run
                  time (median over the records); the records' drift flags.
 * memory       – peak VmHWM and PSS in KiB (largest over records), and how it was read.
 * size         – runtime, code, weights and total, in KiB (bytes / 1024) from `sizes`, for
@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from farm.bench.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from farm.errors import StoreError
 from farm.report.configs import (
     CATEGORIES,
@@ -44,6 +43,7 @@ from farm.report.configs import (
 from farm.report.decision import Decision, build_cost, decisions, total_size
 from farm.report.fusion import FusionEffect, fusion_effects
 from farm.report.tables import Column, ReportTable
+from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from farm.results.store import ResultStore
 
 ROUTE_ORDER = {"ort": 0, "tvm": 1, "custom": 2}

@@ -10,7 +10,7 @@ Contract:
   `*_providers`, `*_available`, `route`, `python`, `nodes`).
   Records of one configuration in the given runs (interleaved repeats) are pooled: their
   raw `samples_ms` are concatenated in write order and every statistic is recomputed from
-  the pool with `farm.bench.stats.summarize` (seed and n_boot from the first record's
+  the pool with `farm.results.stats.summarize` (seed and n_boot from the first record's
   policy, so a one-record configuration reproduces the stored CI exactly).
 * `fusion_of(flags)` -> True (fused: `{"fusion": true}`, ORT `graph_optimization` or `opt_level`
   "all"/"enable_all"), False (`{"fusion": false}`, ORT "disable"/"disable_all"), None
@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from farm.bench.stats import Summary, summarize
 from farm.results.config_flags import (  # noqa: F401  (re-exported)
     _OFF_LEVELS,
     _ON_LEVELS,
@@ -39,6 +38,7 @@ from farm.results.config_flags import (  # noqa: F401  (re-exported)
     fusion_of,
     is_cost_key,
 )
+from farm.results.stats import Summary, summarize
 from farm.results.validate import stats_params
 
 CATEGORIES = ("attention", "fc", "layernorm", "gelu", "other")

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from farm.bench.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
 from farm.report.configs import Config
+from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
 
 BLOCKS: dict[str, tuple[str, ...]] = {"attention": ("attention",), "FFN": ("fc", "gelu")}
 E2E = "end-to-end"

@@ -7,7 +7,7 @@ fusion-on and fusion-off records of one triangle are never pooled together:
 
 * `ratio` = median(B) / median(A) of the raw steady-state samples (< 1: B is faster);
 * `ratio_ci_low/high`: 95% percentile-bootstrap CI of that ratio (each run resampled
-  independently, seeded; see `farm.bench.stats`);
+  independently, seeded; see `farm.results.stats`);
 * `p_value`: Mann-Whitney U, two-sided (scipy.stats.mannwhitneyu, its default method:
   exact for small samples without ties, else normal approximation with tie correction)
   on the raw samples of A and B; the direction is the test's (U of A vs n_a*n_b/2);
@@ -35,8 +35,8 @@ from rich.table import Table
 from rich.text import Text
 from scipy.stats import mannwhitneyu
 
-from farm.bench.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
 from farm.results.config_flags import config_flags, config_label
+from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
 
 ALPHA = 0.05
 FASTER, SLOWER, SAME = "faster", "slower", "no significant difference"

@@ -10,7 +10,7 @@ Contract:
 * `stats_mismatches(record)` -> list of "field: stored X, samples give Y" for the
   statistics that do not match a recomputation (used by the integrity check).
 
-Statistics are recomputed with `farm.bench.stats.record_stats`, seed and n_boot taken
+Statistics are recomputed with `farm.results.stats.record_stats`, seed and n_boot taken
 from the record's `policy` ("seed", "n_boot"; defaults 0 and 2000).
 """
 
@@ -22,10 +22,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from farm.bench.stats import DEFAULT_N_BOOT, DEFAULT_SEED, STAT_FIELDS, record_stats
 from farm.errors import StoreError
 from farm.results import provenance
 from farm.results.schema import FAILED, FIELD_NAMES, FIELDS, INVALID, OK, PARTIAL, UNAVAILABLE
+from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, STAT_FIELDS, record_stats
 
 RECORD_STATUSES = (OK, INVALID, PARTIAL, FAILED, UNAVAILABLE)
 RUN_STATUSES = ("running", "ok", "partial", "failed", "interrupted")
@@ -147,7 +147,7 @@ def normalize_record(record: Mapping[str, Any]) -> dict[str, Any]:
         raise StoreError(
             f"{_where(out)}: statistics do not match samples_ms: {'; '.join(wrong)}",
             hint="leave the statistics fields empty and the store computes them, or "
-                 "compute them with farm.bench.stats.record_stats(samples, seed, n_boot)",
+                 "compute them with farm.results.stats.record_stats(samples, seed, n_boot)",
         )
     out.update(expected)
     return out

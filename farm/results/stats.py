@@ -23,7 +23,8 @@ or empty when the device does not expose it, e.g. containers or qemu-user):
      "thermal_c": {"thermal_zone0": 41.5, ...},   # thermal zone temperature, Celsius
      "load":      [0.52, 0.40, 0.33]}             # /proc/loadavg 1, 5, 15 minutes
 
-Output comparison (`compare_outputs`) lives in `farm.bench.accuracy` and is re-exported.
+Output comparison (`compare_outputs`) lives in `farm.bench.accuracy` (the recorder judges
+outputs; the store only keeps the verdict).
 """
 
 from __future__ import annotations
@@ -36,23 +37,17 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from farm.bench.accuracy import TOLERANCES, Accuracy, compare_outputs, tolerance_for
-
 __all__ = [
     "DEFAULT_N_BOOT",
     "DEFAULT_SEED",
     "STAT_FIELDS",
-    "TOLERANCES",
-    "Accuracy",
     "Summary",
     "bootstrap_ci",
     "bootstrap_medians",
-    "compare_outputs",
     "drift_flags",
     "interleaved_order",
     "record_stats",
     "summarize",
-    "tolerance_for",
 ]
 
 DEFAULT_SEED = 0
