@@ -88,18 +88,20 @@ def _plan_tvm(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
     bundle = build_runner(device.arch)
     items += [make_artifact("runner", f, f"runners/tvm-{device.arch}", target=device.arch,
                             content_name=False) for f in (bundle.binary, *bundle.libs)]
-    counts: dict[str, int] = {}
-    for source in art.schedule_sources.values():
-        counts[source] = counts.get(source, 0) + 1
-    # Relax binds the weights as constants inside the library: split its size honestly
-    weights = min(weight_bytes(prepared.model.path), art.size_bytes)
+    flags, sizes = tvm_facts(art, prepared.model.path)
     runtime = sum(f.stat().st_size for f in (bundle.binary, *bundle.libs))
-    return RoutePlan("tvm", lib.remote, tuple(items),
-                     build_flags={"tvm_key": art.key[:12], "target": art.target,
-                                  "schedule_counts": counts,
-                                  "build_s": original_build_s(art), "build_cached": art.cached},
-                     sizes={"runtime": runtime, "code": art.size_bytes - weights,
-                            "weights": weights})
+    return RoutePlan("tvm", lib.remote, tuple(items), build_flags=flags,
+                     sizes={"runtime": runtime, **sizes})
+
+
+def tvm_facts(art: Any, model_path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """(build_flags, {code, weights} bytes) of a TVM library, for the agent and RPC paths."""
+    # Relax binds the weights as constants inside the library: split its size honestly
+    weights = min(weight_bytes(model_path), art.size_bytes)
+    flags = {"tvm_key": art.key[:12], "target": art.target,
+             "schedule_counts": art.schedule_counts,
+             "build_s": original_build_s(art), "build_cached": art.cached}
+    return flags, {"code": art.size_bytes - weights, "weights": weights}
 
 
 def original_build_s(art: Any) -> float:

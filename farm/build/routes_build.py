@@ -57,12 +57,10 @@ def build_route(route: str, model_path: Any, device: Device, *, fusion: bool = T
 
             art = build_tvm(model_path, device, fusion=fusion, progress=report)
             runner = build_runner(device.arch)
-            counts: dict[str, int] = {}
-            for source in art.schedule_sources.values():
-                counts[source] = counts.get(source, 0) + 1
             return BuiltRoute("tvm", True, f"{art.path} ({'cached' if art.cached else 'built'})",
                               time.perf_counter() - started, [str(art.path), str(runner.binary)],
-                              {"schedule_sources": counts, "size_bytes": art.size_bytes})
+                              {"schedule_sources": art.schedule_counts,
+                               "size_bytes": art.size_bytes})
         if route == "custom":
             from farm.build.custom import build_executor
             from farm.build.custom.cache import cached_plan

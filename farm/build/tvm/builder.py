@@ -56,6 +56,11 @@ class TvmArtifact:
     cached: bool = False
     kernels_path: Path | None = None    # the kernels alone (api.export_kernel_library)
 
+    @property
+    def schedule_counts(self) -> dict[str, int]:
+        """How many kernels each schedule source covers (records and sidecar show it)."""
+        return dict(Counter(self.schedule_sources.values()))
+
 
 def kernel_category(name: str, has_weight: bool) -> str:
     """Category of a TVM kernel from its (fused) name: the one TVM rule of farm.categories."""
@@ -190,5 +195,5 @@ def artifact_summary(artifact: TvmArtifact) -> dict[str, Any]:
     data = asdict(artifact)
     data["path"], data["meta_path"] = str(artifact.path), str(artifact.meta_path)
     data["kernels_path"] = str(artifact.kernels_path)
-    data["schedule_counts"] = dict(Counter(artifact.schedule_sources.values()))
+    data["schedule_counts"] = artifact.schedule_counts
     return data

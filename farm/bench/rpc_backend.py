@@ -1,11 +1,12 @@
-"""A `tvm-rpc` device's part of a bench: the TVM route keys through tracker sessions.
+"""The TVM-RPC backend (`farm.bench.backend`): a `tvm-rpc` device's TVM route keys
+through tracker sessions.
 
 Such a device (typically a phone running TVM's RPC app) runs only TVM's RPC server: no
 shell, no agent. So `tvm` and `tvm-unfused` run through `farm.rpc.tracker_session`; every
-other route key is recorded `unavailable`, naming the transport. Called from
-`DeviceRun.run()` with its `done` set and `current` route cell; records go through
-`DeviceRun.store_route` and outputs are judged by `DeviceRun.judge_outputs`, exactly as
-for agent routes.
+other route key is `unavailable`, naming the transport. The scheduler
+(`farm.bench.device_run`) drives it like the agent backend: same order, records, output
+checks and failure rules. open = the tracker key is registered (no lease: the tracker
+queues clients).
 
 Per route key, the library comes from `build_tvm` for the device's target (cached by
 content). Each repeat (`interleaved_order`, `pause_s` between) is one tracker session, so
@@ -33,25 +34,26 @@ whose failure is recorded in `ops.error` while the samples stand.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from farm.bench.config import base_route, is_unfused
+from farm.bench.backend import Emit, RouteError, last_line
+from farm.bench.config import BenchConfig, base_route, is_unfused
+from farm.bench.prepare import Prepared
 from farm.bench.records import RouteOutcome
-from farm.bench.routes import BUILD_LOCK, RoutePlan, original_build_s, weight_bytes
+from farm.bench.routes import BUILD_LOCK, RoutePlan, tvm_facts
 from farm.build.models import ftns_module
-from farm.errors import BuildError, FarmError, TransportError
-from farm.results.schema import FAILED, INVALID, OK, UNAVAILABLE
-from farm.results.stats import interleaved_order
+from farm.errors import FarmError, TransportError
+from farm.inventory.device import Device
 
 if TYPE_CHECKING:
-    from farm.bench.device_run import DeviceRun
+    from farm.bench.device_run import RpcBackend
     from farm.rpc.session import Session
 
 RPC_ROUTES = ("tvm",)
@@ -60,106 +62,92 @@ MAX_REPEATS = 100_000          # a sanity cap on one session's repeats
 REGISTER_GRACE_S = 10.0        # a server re-registers with the tracker after each session
 
 
-def run_rpc_device(run: DeviceRun, done: set[str], current: list[str | None]) -> None:
-    """Bench `run.device` (transport tvm-rpc) through its tracker; see module docstring."""
-    device, config = run.device, run.config
-    for route in config.routes:
-        if route not in done and base_route(route) not in RPC_ROUTES:
-            run.store_route(route, UNAVAILABLE, f"not available on transport tvm-rpc: "
-                            f"{device.name} runs only TVM's RPC server (no shell, no agent), "
-                            "so only the tvm routes run there, through tracker sessions")
-            done.add(route)
-    wanted = [r for r in config.routes if r not in done]
-    if not wanted:
-        return
-    if not device.key:
-        raise TransportError(f"device {device.name!r} (transport tvm-rpc) has no tracker key",
-                             hint=f"add `key:` to its entry in {device.source}")
-    _wait_registered(run)  # before any build: a dead tracker fails the device in seconds
-    run.emit("phase", phase="build")
-    for route in wanted:
+class RpcBackend:
+    """See module docstring; one per device and bench."""
+
+    hello = None  # nothing to say about itself: no agent
+
+    def __init__(self, device: Device, prepared: Prepared, emit: Emit,
+                 check_stop: Callable[[], None]) -> None:
+        self.device = device
+        self.prepared = prepared
+        self.config: BenchConfig = prepared.config
+        self.emit = emit
+        self.check_stop = check_stop
+        self.plans: dict[str, RoutePlan] = {}
+        self._inputs: list[np.ndarray] = []
+        self._output_names: list[str] = []
+        self._estimates: dict[str, float] = {}
+        self._outputs: dict[str, list[Any]] = {}
+
+    def unavailable(self, route_keys: list[str]) -> dict[str, str]:
+        return {r: f"not available on transport tvm-rpc: {self.device.name} runs only TVM's "
+                   "RPC server (no shell, no agent), so only the tvm routes run there, "
+                   "through tracker sessions"
+                for r in route_keys if base_route(r) not in RPC_ROUTES}
+
+    def open(self) -> None:
+        if not self.device.key:
+            raise TransportError(f"device {self.device.name!r} (transport tvm-rpc) has no "
+                                 "tracker key", hint=f"add `key:` to its entry in "
+                                 f"{self.device.source}")
+        _wait_registered(self)  # before any build: a dead tracker fails the device in seconds
+
+    def plan(self, route_key: str) -> RoutePlan:
+        self.plans[route_key] = _plan(self, route_key)
+        return self.plans[route_key]
+
+    def start(self, plans: dict[str, RoutePlan]) -> dict[str, str]:
+        self._inputs, self._output_names = _graph_io(self)
+        return {}
+
+    def state(self) -> dict[str, Any] | None:
+        return None  # no device state over TVM RPC
+
+    def run_repeat(self, route: str, out: RouteOutcome, index: int, total: int, *,
+                   last: bool) -> None:
+        _wait_registered(self)
         try:
-            run.plans[route] = _plan(run, route)
-        except BuildError as exc:
-            run.store_route(route, UNAVAILABLE, f"cannot build the {route} route for "
-                            f"{device.arch}: {exc}")
-            done.add(route)
-        run.check_stop()
-    available = [r for r in wanted if r not in done]
-    inputs, output_names = _graph_io(run)
-    order = interleaved_order(available, config.repeats, config.seed)
-    left = {r: config.repeats for r in available}
-    outcomes = {r: RouteOutcome(r) for r in available}
-    estimates: dict[str, float] = {}
-    outputs: dict[str, list[Any]] = {}
-    run.emit("phase", phase="running", total=len(order))
-    for index, route in enumerate(order):
-        if route in done:
-            continue
-        run.check_stop()
-        if index and config.pause_s and run.stop.wait(config.pause_s):
-            run.check_stop()
-        current[0] = route
-        run.emit("route_start", route=route, index=index, total=len(order),
-                 freq_mhz=None, temp_c=None)
-        _wait_registered(run)
-        try:
-            outputs[route] = _measure(run, route, inputs, outcomes[route], estimates,
-                                      profile=left[route] == 1 and config.profile_runs > 0)
+            self._outputs[route] = _measure(
+                self, route, self._inputs, out, self._estimates,
+                profile=last and self.config.profile_runs > 0)
         except FarmError:
             raise  # no session (tracker or server gone): the device is lost
         except Exception as exc:  # TVM raises its own errors from the device
-            run.check_stop()
-            message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-            _keep_sessions(run, route, outcomes[route])
-            run.store_route(route, FAILED, f"TVM RPC session on key {device.key!r} failed: "
-                            f"{type(exc).__name__}: {message} (a session process that died "
-                            "on the device shows as kShutdown: see the RPC server's log)",
-                            outcomes[route])
-            done.add(route)
-            current[0] = None
-            continue
-        left[route] -= 1
-        if not left[route]:
-            named = dict(zip(output_names, outputs[route], strict=False))
-            accuracy, problem = run.judge_outputs(route, named)
-            _keep_sessions(run, route, outcomes[route])
-            run.store_route(route, OK if problem is None else INVALID, problem,
-                            outcomes[route], accuracy)
-            done.add(route)
-        current[0] = None
+            self.check_stop()
+            raise RouteError(f"TVM RPC session on key {self.device.key!r} failed: "
+                             f"{type(exc).__name__}: {last_line(exc)} (a session process "
+                             "that died on the device shows as kShutdown: see the RPC "
+                             "server's log)") from exc
+
+    def outputs(self, route: str, out: RouteOutcome) -> dict[str, np.ndarray]:
+        return dict(zip(self._output_names, self._outputs[route], strict=False))
+
+    def abort(self) -> None:
+        pass  # a tracker session ends with its `with` block; Ctrl-C stops between repeats
+
+    def close(self) -> None:
+        pass
 
 
-def _plan(run: DeviceRun, route: str) -> RoutePlan:
+def _plan(run: RpcBackend, route: str) -> RoutePlan:
     """The TVM library for the device's target; build facts and sizes as agent routes."""
     from farm.build.tvm import build_tvm
 
     with BUILD_LOCK:  # the agent path's lock: same-target devices share cache entries
         art = build_tvm(run.prepared.model.path, run.device, fusion=not is_unfused(route))
-    counts: dict[str, int] = {}
-    for source in art.schedule_sources.values():
-        counts[source] = counts.get(source, 0) + 1
-    weights = min(weight_bytes(run.prepared.model.path), art.size_bytes)
-    flags = {"tvm_key": art.key[:12], "target": art.target, "schedule_counts": counts,
-             "build_s": original_build_s(art), "build_cached": art.cached, "rpc": True,
-             "number": NUMBER, "tracker_key": run.device.key,
-             "timer": "time_evaluator on the device",
-             "device_state": "no device state over TVM RPC"}
+    flags, sizes = tvm_facts(art, run.prepared.model.path)
+    flags.update({"rpc": True, "number": NUMBER, "tracker_key": run.device.key,
+                  "timer": "time_evaluator on the device",
+                  "device_state": "no device state over TVM RPC"})
     # the runtime is the RPC app's, already on the device: not counted; the sidecar and the
     # kernels-only library serve the per-op profile (rpc_profile)
     return RoutePlan("tvm", str(art.path), (), build_flags=flags,
                      options={"meta": str(art.meta_path), "kernels": str(art.kernels_path)},
-                     sizes={"code": art.size_bytes - weights, "weights": weights})
+                     sizes=sizes)
 
 
-def _keep_sessions(run: DeviceRun, route: str, out: RouteOutcome) -> None:
-    """Put each session's queue wait, upload and load times into the record's build_flags."""
-    plan = run.plans[route]
-    run.plans[route] = dataclasses.replace(plan, build_flags={
-        **plan.build_flags, "rpc_sessions": list(out.info.get("rpc_sessions", []))})
-
-
-def _graph_io(run: DeviceRun) -> tuple[list[np.ndarray], list[str]]:
+def _graph_io(run: RpcBackend) -> tuple[list[np.ndarray], list[str]]:
     """The bench's input tensors in graph input order, and the graph's output names (the
     VM takes positional arguments and returns outputs in graph order)."""
     import onnx
@@ -171,7 +159,7 @@ def _graph_io(run: DeviceRun) -> tuple[list[np.ndarray], list[str]]:
     return inputs, [o.name for o in graph.output]
 
 
-def _wait_registered(run: DeviceRun) -> None:
+def _wait_registered(run: RpcBackend) -> None:
     """Fail fast when no server holds the key: the tracker would queue the request forever."""
     from farm.rpc import tracker_status
 
@@ -190,7 +178,7 @@ def _wait_registered(run: DeviceRun) -> None:
         time.sleep(0.5)
 
 
-def _repeats(run: DeviceRun, estimate_ms: float) -> tuple[int, int]:
+def _repeats(run: RpcBackend, estimate_ms: float) -> tuple[int, int]:
     """(warm-up repeats, sample repeats) the policy asks for at `estimate_ms` a repeat."""
     p = run.config.policy
     per = max(estimate_ms, 1e-3)
@@ -200,7 +188,7 @@ def _repeats(run: DeviceRun, estimate_ms: float) -> tuple[int, int]:
     return min(warm, MAX_REPEATS), n
 
 
-def _measure(run: DeviceRun, route: str, inputs: list[np.ndarray], out: RouteOutcome,
+def _measure(run: RpcBackend, route: str, inputs: list[np.ndarray], out: RouteOutcome,
              estimates: dict[str, float], *, profile: bool) -> list[Any]:
     """One repeat of `route` in one tracker session; samples appended to `out`, and with
     `profile` the per-op profile (after the samples) put in `out.ops`."""
@@ -238,7 +226,7 @@ def _measure(run: DeviceRun, route: str, inputs: list[np.ndarray], out: RouteOut
     return outputs
 
 
-def _profile(run: DeviceRun, route: str, session: Session) -> dict[str, Any]:
+def _profile(run: RpcBackend, route: str, session: Session) -> dict[str, Any]:
     """The route's per-op profile from its kernels timed one by one on the device
     (`farm.bench.rpc_profile`); a failure is recorded in place of the times."""
     from farm.bench import rpc_profile
@@ -251,7 +239,6 @@ def _profile(run: DeviceRun, route: str, session: Session) -> dict[str, Any]:
                                      kernels, repeat=run.config.profile_runs,
                                      min_repeat_ms=rpc_profile.MIN_REPEAT_MS)
     except Exception as exc:  # TVM error on the device: the timed samples still stand
-        message = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-        return {"categories": {}, "method": rpc_profile.METHOD,
-                "error": f"per-kernel timing failed: {type(exc).__name__}: {message}"}
+        return {"categories": {}, "method": rpc_profile.METHOD, "error":
+                f"per-kernel timing failed: {type(exc).__name__}: {last_line(exc)}"}
     return rpc_profile.ops_record(meta, times, unprofiled)

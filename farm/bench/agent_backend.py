@@ -1,0 +1,170 @@
+"""The agent backend (`farm.bench.backend`): a device reached over a transport (local, ssh)
+running `agents/farm_agent.py`.
+
+open = the host-side lease on the device (`farm.bench.lease`); plan = `plan_route`; start =
+deploy the agent, runners, model, inputs and the plans' artifacts in one bundle, then start
+the agent session, whose hello says which routes the device can run; a repeat = one
+`run_route` request (fresh runner process) with the files to verify; outputs = the
+runner's FTNS file fetched back over the transport.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from farm.bench.backend import Emit, OutputsUnavailable, RouteError
+from farm.bench.config import BenchConfig, base_route
+from farm.bench.lease import DeviceLease
+from farm.bench.prepare import Prepared, agent_artifact, device_bundle
+from farm.bench.records import RouteOutcome
+from farm.bench.routes import RoutePlan, plan_route
+from farm.build.models import ftns_module
+from farm.deploy import deploy_device
+from farm.errors import DeployError, FarmError
+from farm.inventory.device import Device
+from farm.protocol.session import AgentSession, RouteFailed
+from farm.transports import Transport, open_transport
+
+
+class AgentBackend:
+    """See module docstring; one per device and bench."""
+
+    def __init__(self, device: Device, prepared: Prepared, run_id: str, emit: Emit) -> None:
+        self.device = device
+        self.prepared = prepared
+        self.config: BenchConfig = prepared.config
+        self.run_id = run_id
+        self.emit = emit
+        self.session: AgentSession | None = None
+        self.transport: Transport | None = None
+        self.hello: dict[str, Any] | None = None
+        self.plans: dict[str, RoutePlan] = {}
+        self._lease: DeviceLease | None = None
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"farm-{device.name}-"))
+
+    def unavailable(self, route_keys: list[str]) -> dict[str, str]:
+        return {}  # the agent's hello says, after start()
+
+    def open(self) -> None:
+        self.emit("phase", phase="lease")
+        lease = DeviceLease(self.device.name, self.run_id)
+        lease.acquire(self.config.lock_wait_s)
+        self._lease = lease
+
+    def plan(self, route_key: str) -> RoutePlan:
+        self.plans[route_key] = plan_route(route_key, self.device, self.prepared)
+        return self.plans[route_key]
+
+    def start(self, plans: dict[str, RoutePlan]) -> dict[str, str]:
+        bundle = device_bundle(self.device, self.prepared)
+        have = {a.remote for a in bundle}
+        for plan in plans.values():
+            bundle += [a for a in plan.artifacts if a.remote not in have]
+            have.update(a.remote for a in plan.artifacts)
+        self.emit("phase", phase="deploy")
+        result = deploy_device(self.device, bundle)
+        if not result.ok:
+            raise DeployError(result.error or "deploy failed")
+        agent = agent_artifact(bundle)
+        self.emit("phase", phase="agent")
+        self.transport = open_transport(self.device)
+        self.session = AgentSession(
+            self.transport, f"{self.device.workdir}/{agent.remote}",
+            expected_sha256=agent.sha256, holder=f"farm bench {self.run_id}",
+            dead_after_s=self.config.link_timeout_s, idle_timeout_s=self.config.link_timeout_s,
+            ping_interval_s=min(3.0, self.config.link_timeout_s / 5))
+        self.hello = self.session.start()
+        missing: dict[str, str] = {}
+        for route in plans:
+            cap = self._capability(route)
+            if not cap.get("ok"):
+                missing[route] = cap.get("reason") or "not available"
+        return missing
+
+    def _capability(self, route_key: str) -> dict[str, Any]:
+        routes = (self.hello or {}).get("routes") or {}
+        return routes.get(base_route(route_key)) or {"ok": False,
+                                                     "reason": "agent does not know it"}
+
+    def state(self) -> dict[str, Any] | None:
+        assert self.session is not None
+        return self.session.state()
+
+    # -- one repeat ----------------------------------------------------------------------
+    def request(self, route: str) -> dict[str, Any]:
+        wd, p, plan = self.device.workdir, self.prepared, self.plans[route]
+        return {"route": base_route(route), "model": f"{wd}/{plan.model_remote}",
+                "inputs": f"{wd}/{p.inputs_artifact.remote}",
+                "outputs": f"{wd}/out/{self.run_id}/{route}.ftns",
+                "threads": self.config.threads, "options": dict(plan.options),
+                "policy": self.config.policy.as_request(),
+                "profile_runs": self.config.profile_runs}
+
+    def verify(self, route: str) -> dict[str, str]:
+        """The files the agent checks before the run: inputs, model and route artifacts."""
+        plan, p = self.plans[route], self.prepared
+        files = [p.inputs_artifact, p.model_artifact, *plan.artifacts]
+        return {a.remote: a.sha256 for a in files
+                if a.kind != "runner" and (a.kind != "model" or a.remote == plan.model_remote)}
+
+    def run_repeat(self, route: str, out: RouteOutcome, index: int, total: int, *,
+                   last: bool) -> None:
+        assert self.session is not None
+        runner = self._capability(route)["runner"]
+        started = None
+        base = len(out.samples_ms)
+        try:
+            for ev in self.session.run_route(runner, self.request(route),
+                                             verify=self.verify(route),
+                                             timeout_s=self.config.timeout_s()):
+                out.absorb(ev)
+                if ev["ev"] == "warmup":
+                    started = time.monotonic()  # the measuring phase starts now
+                if ev["ev"] == "samples":
+                    started = started or time.monotonic()
+                    mine = out.samples_ms[base:]
+                    median, p90 = np.percentile(mine, [50, 90]) if mine else (None, None)
+                    self.emit("samples", route=route, n=len(mine), median_ms=float(median),
+                              p90_ms=float(p90), progress=self.config.policy.progress(
+                                  len(mine), time.monotonic() - started))
+                elif ev["ev"] in ("loaded", "first", "warmup"):
+                    self.emit("stage", route=route, stage=ev["ev"])
+        except RouteFailed as exc:
+            raise RouteError(f"{exc.message} | {exc.stderr_tail.strip()[-300:]}") from exc
+
+    def outputs(self, route: str, out: RouteOutcome) -> dict[str, np.ndarray]:
+        if not out.outputs_file:
+            raise OutputsUnavailable("the route reported no outputs, so its results cannot "
+                                     "be trusted")
+        assert self.transport is not None
+        local = self._tmp / f"{route}.ftns"
+        try:
+            self.transport.get(out.outputs_file, local)
+            return dict(ftns_module().read(str(local)))
+        except (FarmError, ValueError, OSError) as exc:
+            # a lost link shows up again at the next request and fails the device there
+            raise OutputsUnavailable(f"outputs {out.outputs_file} could not be checked: "
+                                     f"{exc}") from exc
+
+    # -- end -----------------------------------------------------------------------------
+    def abort(self) -> None:
+        """From another thread (Ctrl-C): end the agent session now, which makes the agent
+        kill its runner and exit."""
+        if self.session is not None:
+            with contextlib.suppress(Exception):
+                self.session.close()
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                self.transport.close()
+
+    def close(self) -> None:
+        self.abort()
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None

@@ -1,0 +1,122 @@
+"""What a device's finished (or failed) route becomes in the store: output judgement,
+sizes, drift, the record itself, and the bookkeeping of a resumed run.
+
+Life cycle: one `Recorder` per device and bench, fed by the scheduler
+(`farm.bench.device_run`); every stored record is also announced through `emit`
+(`route_done`). It never talks to a device: the backend fetched the outputs already.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+from farm.bench.accuracy import compare_outputs
+from farm.bench.backend import Emit
+from farm.bench.config import BenchConfig, base_route, fusion_flags, route_key_of
+from farm.bench.prepare import Prepared
+from farm.bench.records import RouteOutcome, make_record
+from farm.bench.routes import RoutePlan
+from farm.errors import FarmError
+from farm.inventory.device import Device
+from farm.results.schema import FAILED, OK, PARTIAL
+from farm.results.stats import drift_flags
+from farm.results.store import ResultStore
+
+
+class Recorder:
+    """See module docstring."""
+
+    def __init__(self, device: Device, prepared: Prepared, run_id: str, store: ResultStore,
+                 emit: Emit, prior: list[dict[str, Any]] | None = None) -> None:
+        self.device = device
+        self.prepared = prepared
+        self.config: BenchConfig = prepared.config
+        self.run_id = run_id
+        self.store = store
+        self.emit = emit
+        self.hello: dict[str, Any] | None = None  # the device's hello, once it said it
+        self.written: list[dict[str, Any]] = []  # stored records of this device
+        # resume: what an earlier attempt of this run already stored for this device
+        self.prior = prior or []
+        self._outputs: dict[str, dict[str, np.ndarray]] = {}
+
+    def judge_outputs(self, route: str, outputs: dict[str, np.ndarray]
+                      ) -> tuple[dict[str, Any] | None, str | None]:
+        """(accuracy, problem or None) of a route's outputs against the fp32 reference and
+        the routes this device finished before; every backend's outputs are judged here."""
+        p = self.prepared
+        # a quantized model is held to a whole-tensor bound against fp32 (its quantization
+        # error is not a route bug); routes running the same model are compared element-wise
+        ref = compare_outputs(outputs, p.reference, self.config.variant,
+                              reference=p.reference_label, against_fp32=True)
+        accuracy: dict[str, Any] = {**ref.as_json(), "cross_routes": []}
+        problems = [] if ref.ok else [f"outputs differ from {p.reference_label}: {ref.detail}"
+                                      f" (max abs diff {ref.max_abs_diff})"]
+        for peer, peer_outputs in self._outputs.items():
+            cross = compare_outputs(outputs, peer_outputs, self.config.variant,
+                                    reference=f"route {peer} on {self.device.name}")
+            accuracy["cross_routes"].append({"route": peer, **cross.as_json()})
+            if not cross.ok:
+                problems.append(f"outputs differ from route {peer}: {cross.detail}")
+        self._outputs[route] = outputs
+        return accuracy, "; ".join(problems) or None
+
+    def store_route(self, route: str, status: str, detail: str | None,
+                    out: RouteOutcome | None = None, accuracy: dict[str, Any] | None = None,
+                    plan: RoutePlan | None = None) -> dict[str, Any]:
+        drift = None
+        if out is not None and (out.state_before or out.state_after):
+            drift = drift_flags(out.state_before, out.state_after)
+        flags = {**fusion_flags(route), **(plan.build_flags if plan else {})}
+        record = make_record(
+            run_id=self.run_id, device=self.device, hello=self.hello, route=base_route(route),
+            config=self.config, model_label=self.prepared.model_label,
+            model_hash=self.prepared.model.sha256, status=status, detail=detail, outcome=out,
+            accuracy=accuracy, drift=drift,
+            build_flags=flags, sizes=self._sizes(plan, out))
+        stored = self.store.add(record)
+        self.written.append(stored)
+        old = [r for r in self.prior if route_key_of(r) == route and r["status"] == FAILED]
+        if old:  # resume: the earlier failure of this route is history now
+            self.store.set_status([r["record_id"] for r in old], FAILED,
+                                  f"superseded by record {stored['record_id']} (--resume): "
+                                  f"{old[0]['status_detail']}")
+        self.emit("route_done", route=route, status=status, detail=detail,
+                  n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"],
+                  drift=list(drift or []))
+        return stored
+
+    def _sizes(self, plan: RoutePlan | None, out: RouteOutcome | None) -> dict[str, Any]:
+        """Bytes the route needs on the device: runtime + compiled code + model weights
+        (the host knows its build outputs; a runner may report its runtime as measured on
+        the device, which then wins)."""
+        sizes = dict(plan.sizes) if plan and plan.sizes else {}
+        if out is not None and isinstance(out.info.get("runtime_bytes"), int):
+            sizes["runtime"] = out.info["runtime_bytes"]
+        sizes.setdefault("weights", self.prepared.model_artifact.size)
+        return sizes
+
+    def device_failed(self, detail: str, missing: list[str], current: str | None) -> None:
+        """The device was lost: a `failed` record for every route key in `missing`, and the
+        routes measured before it re-marked `partial`."""
+        for route in missing:
+            why = (f"device lost during this route: {detail}" if route == current
+                   else f"not run: device failed before this route: {detail}")
+            with contextlib.suppress(FarmError):
+                self.store_route(route, FAILED, why)
+        # measured routes stay, re-marked: the device did not finish its share of the run
+        # (an invalid record keeps its status: wrong outputs matter more)
+        finished = [r["record_id"] for r in self.written if r["status"] == OK]
+        if finished:
+            with contextlib.suppress(FarmError):
+                self.store.set_status(finished, PARTIAL, "finished before the device failed: "
+                                      f"{detail}")
+
+    def restore_partial(self) -> None:
+        """Resume completed this device's share: its kept `partial` records are whole."""
+        ids = [r["record_id"] for r in self.prior if r["status"] == PARTIAL]
+        if ids:
+            self.store.set_status(ids, OK, None)
