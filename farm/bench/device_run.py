@@ -34,7 +34,7 @@ from farm.bench.routes import RoutePlan
 from farm.bench.rpc_backend import RpcBackend
 from farm.errors import BuildError, FarmError
 from farm.inventory.device import Device
-from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE
+from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE, unfinished_rounds
 from farm.results.stats import interleaved_order
 from farm.results.store import ResultStore
 
@@ -51,6 +51,19 @@ def state_summary(state: dict[str, Any] | None) -> dict[str, Any]:
     temps = [v for v in (state.get("thermal_c") or {}).values() if isinstance(v, int | float)]
     return {"freq_mhz": max(freqs) / 1000 if freqs else None,
             "temp_c": max(temps) if temps else None}
+
+
+def remaining_order(order: list[str], left: dict[str, int]) -> list[str]:
+    """The seeded order less the rounds a resumed key already ran (its first ones), so a
+    resume runs each key's missing rounds in the places the whole run would have."""
+    skip = {r: order.count(r) - n for r, n in left.items()}
+    kept = []
+    for route in order:
+        if skip.get(route, 0) > 0:
+            skip[route] -= 1
+        else:
+            kept.append(route)
+    return kept
 
 
 class DeviceRun:
@@ -70,9 +83,14 @@ class DeviceRun:
             RpcBackend(device, prepared, self.emit, self.check_stop)
             if device.transport == "tvm-rpc"
             else AgentBackend(device, prepared, run_id, self.emit))
-        # resume: route keys an earlier attempt of this run already kept for this device
-        self.done: set[str] = {route_key_of(r) for r in self.recorder.prior
-                               if r["status"] in KEPT}
+        # resume: route keys an earlier attempt of this run already kept for this device,
+        # and those whose first rounds it kept in a partial record (only the rest runs)
+        prior = self.recorder.prior
+        self.done: set[str] = {route_key_of(r) for r in prior
+                               if r["status"] in KEPT and not unfinished_rounds(r)}
+        self.outcomes: dict[str, RouteOutcome] = {
+            route_key_of(r): RouteOutcome.resumed(route_key_of(r), r)
+            for r in prior if unfinished_rounds(r)}
         self.current: str | None = None  # the key whose repeat is running
         self.plans: dict[str, RoutePlan] = {}
 
@@ -149,9 +167,12 @@ class DeviceRun:
         self.check_stop()
         self._unavailable({r: missing[r] for r in self._left() if r in missing})
         available = self._left()
-        order = interleaved_order(available, self.config.repeats, self.config.seed)
-        left = {r: self.config.repeats for r in available}
-        outcomes = {r: RouteOutcome(r) for r in available}
+        outcomes = self.outcomes
+        for route in available:
+            outcomes.setdefault(route, RouteOutcome(route))
+        left = {r: self.config.repeats - len(outcomes[r].round_sizes) for r in available}
+        order = remaining_order(interleaved_order(available, self.config.repeats,
+                                                  self.config.seed), left)
         self.emit("phase", phase="running", total=len(order))
         for index, route in enumerate(order):
             if route in self.done:
@@ -166,10 +187,11 @@ class DeviceRun:
             except RouteError as exc:
                 if self.stop.is_set():  # cancelled by Ctrl-C, not a failure of the route
                     raise Interrupted from None
-                self._store(route, FAILED, str(exc), out)
+                self._store(route, FAILED, str(exc), out, stopped=str(exc))
                 self.done.add(route)
                 self.current = None
                 continue
+            out.end_round()
             left[route] -= 1
             if not left[route]:
                 self._finish_route(route, out)
@@ -197,9 +219,10 @@ class DeviceRun:
         self._store(route, OK if problem is None else INVALID, problem, out, accuracy)
 
     def _store(self, route: str, status: str, detail: str | None,
-               out: RouteOutcome | None = None,
-               accuracy: dict[str, Any] | None = None) -> None:
-        self.recorder.store_route(route, status, detail, out, accuracy, self.plans.get(route))
+               out: RouteOutcome | None = None, accuracy: dict[str, Any] | None = None,
+               stopped: str | None = None) -> None:
+        self.recorder.store_route(route, status, detail, out, accuracy, self.plans.get(route),
+                                  stopped)
 
     # -- failure and end -----------------------------------------------------------------
     def _device_failed(self, exc: BaseException) -> None:
@@ -207,7 +230,8 @@ class DeviceRun:
         # the whole message, hint included: the next step must reach the summary
         self.detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, FarmError) \
             else " — ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-        self.recorder.device_failed(self.detail, self._left(), self.current)
+        self.recorder.device_failed(self.detail, self._left(), self.current, self.outcomes,
+                                    self.plans)
 
     def close(self) -> None:
         self.backend.close()

@@ -21,7 +21,14 @@ from farm.bench.records import RouteOutcome, make_record
 from farm.bench.routes import RoutePlan
 from farm.errors import FarmError
 from farm.inventory.device import Device
-from farm.results.schema import FAILED, OK, PARTIAL
+from farm.results.schema import (
+    FAILED,
+    OK,
+    PARTIAL,
+    SUPERSEDED,
+    is_superseded,
+    unfinished_rounds,
+)
 from farm.results.stats import drift_flags
 from farm.results.store import ResultStore
 
@@ -66,7 +73,8 @@ class Recorder:
 
     def store_route(self, route: str, status: str, detail: str | None,
                     out: RouteOutcome | None = None, accuracy: dict[str, Any] | None = None,
-                    plan: RoutePlan | None = None) -> dict[str, Any]:
+                    plan: RoutePlan | None = None, stopped: str | None = None
+                    ) -> dict[str, Any]:
         drift = None
         if out is not None and (out.state_before or out.state_after):
             drift = drift_flags(out.state_before, out.state_after)
@@ -76,13 +84,15 @@ class Recorder:
             config=self.config, model_label=self.prepared.model_label,
             model_hash=self.prepared.model.sha256, status=status, detail=detail, outcome=out,
             accuracy=accuracy, drift=drift,
-            build_flags=flags, sizes=self._sizes(plan, out))
+            build_flags=flags, sizes=self._sizes(plan, out),
+            rounds=out.rounds(self.config.repeats, stopped) if out is not None else None)
         stored = self.store.add(record)
         self.written.append(stored)
-        old = [r for r in self.prior if route_key_of(r) == route and r["status"] == FAILED]
-        if old:  # resume: the earlier failure of this route is history now
+        old = [r for r in self.prior if route_key_of(r) == route and not is_superseded(r)
+               and (r["status"] == FAILED or unfinished_rounds(r))]
+        if old:  # resume: the earlier failure or unfinished rounds are history now
             self.store.set_status([r["record_id"] for r in old], FAILED,
-                                  f"superseded by record {stored['record_id']} (--resume): "
+                                  f"{SUPERSEDED} {stored['record_id']} (--resume): "
                                   f"{old[0]['status_detail']}")
         self.emit("route_done", route=route, status=status, detail=detail,
                   n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"],
@@ -99,17 +109,29 @@ class Recorder:
         sizes.setdefault("weights", self.prepared.model_artifact.size)
         return sizes
 
-    def device_failed(self, detail: str, missing: list[str], current: str | None) -> None:
-        """The device was lost: a `failed` record for every route key in `missing`, and the
-        routes measured before it re-marked `partial`."""
+    def device_failed(self, detail: str, missing: list[str], current: str | None,
+                      outcomes: dict[str, RouteOutcome], plans: dict[str, RoutePlan]) -> None:
+        """The device was lost: a key in `missing` with finished rounds keeps them in a
+        `partial` record (a resume runs the rest), every other one gets a `failed` record;
+        the routes measured before it are re-marked `partial`."""
         for route in missing:
-            why = (f"device lost during this route: {detail}" if route == current
-                   else f"not run: device failed before this route: {detail}")
+            out = outcomes.get(route)
             with contextlib.suppress(FarmError):
+                if out is not None and out.round_sizes:
+                    out.drop_unfinished_round()
+                    done, planned = len(out.round_sizes), self.config.repeats
+                    self.store_route(route, PARTIAL,
+                                     f"{done} of {planned} rounds finished before the device "
+                                     f"failed: {detail} (`farm bench --resume` runs the rest)",
+                                     out, plan=plans.get(route), stopped=detail)
+                    continue
+                why = (f"device lost during this route: {detail}" if route == current
+                       else f"not run: device failed before this route: {detail}")
                 self.store_route(route, FAILED, why)
         # measured routes stay, re-marked: the device did not finish its share of the run
         # (an invalid record keeps its status: wrong outputs matter more)
         finished = [r["record_id"] for r in self.written if r["status"] == OK]
+        # (a resume brings them back to ok when the device finishes its share)
         if finished:
             with contextlib.suppress(FarmError):
                 self.store.set_status(finished, PARTIAL, "finished before the device failed: "
@@ -117,6 +139,7 @@ class Recorder:
 
     def restore_partial(self) -> None:
         """Resume completed this device's share: its kept `partial` records are whole."""
-        ids = [r["record_id"] for r in self.prior if r["status"] == PARTIAL]
+        ids = [r["record_id"] for r in self.prior
+               if r["status"] == PARTIAL and not unfinished_rounds(r)]
         if ids:
             self.store.set_status(ids, OK, None)

@@ -30,6 +30,37 @@ class RouteOutcome:
     outputs_file: str | None = None
     state_before: dict[str, Any] | None = None
     state_after: dict[str, Any] | None = None
+    round_sizes: list[int] = field(default_factory=list)  # samples of each finished repeat
+    resumed_from: dict[str, Any] | None = None  # the partial record a --resume continues
+
+    @classmethod
+    def resumed(cls, route: str, record: dict[str, Any]) -> RouteOutcome:
+        """The outcome so far of a route whose earlier rounds are in a `partial` record."""
+        rounds = record.get("rounds") or {}
+        sizes = [int(n) for n in rounds.get("sizes") or []]
+        return cls(route, samples_ms=list(record.get("samples_ms") or [])[:sum(sizes)],
+                   load_ms=record.get("load_ms"), first_ms=record.get("first_run_ms"),
+                   warmup_runs=int(record.get("warmup_runs") or 0),
+                   state_before=record.get("state_before"), round_sizes=sizes,
+                   memory={k: record.get(f) for k, f in (("vmhwm_kb", "peak_vmhwm_kb"),
+                                                         ("pss_kb", "peak_pss_kb"),
+                                                         ("method", "memory_method"))
+                           if record.get(f) is not None},
+                   resumed_from=record)
+
+    def end_round(self) -> None:
+        """A repeat finished: its samples count as a round."""
+        self.round_sizes.append(len(self.samples_ms) - sum(self.round_sizes))
+
+    def drop_unfinished_round(self) -> None:
+        """The device dropped mid-repeat: keep only the samples of finished rounds."""
+        del self.samples_ms[sum(self.round_sizes):]
+
+    def rounds(self, planned: int, stopped: str | None = None) -> dict[str, Any]:
+        """The record's `rounds` field."""
+        return {"planned": planned, "done": len(self.round_sizes),
+                "sizes": list(self.round_sizes), "stopped": stopped,
+                "resumed_from": (self.resumed_from or {}).get("record_id")}
 
     def absorb(self, ev: dict[str, Any]) -> None:
         """Apply one runner event."""
@@ -60,7 +91,8 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
                 status: str, detail: str | None = None, outcome: RouteOutcome | None = None,
                 accuracy: dict[str, Any] | None = None, drift: list[str] | None = None,
                 sizes: dict[str, Any] | None = None,
-                build_flags: dict[str, Any] | None = None) -> dict[str, Any]:
+                build_flags: dict[str, Any] | None = None,
+                rounds: dict[str, Any] | None = None) -> dict[str, Any]:
     hello = hello or {}
     out = outcome or RouteOutcome(route)
     build_flags = {"route": route, **(build_flags or {}), **{k: out.info[k] for k in
@@ -98,4 +130,5 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
         accuracy=accuracy,
         sizes=sizes,
         policy=config.record_policy(),
+        rounds=rounds,
     )

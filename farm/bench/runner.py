@@ -29,6 +29,7 @@ from farm.bench.device_run import DeviceRun
 from farm.bench.prepare import prepare
 from farm.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, StoreError
 from farm.inventory.device import Device
+from farm.results.schema import is_superseded
 from farm.results.store import ResultStore
 
 Emit = Callable[[dict[str, Any]], None]
@@ -124,7 +125,10 @@ class Bench:
             status = "partial"
         if self.run_id:
             self.store.finish_run(self.run_id, status)
-        records = self.store.records(self.run_id) if self.run_id else []
+        # a record a resume replaced is history (its id is in the new record's detail or
+        # rounds), not a result or a failure of this run
+        records = [r for r in self.store.records(self.run_id) if not is_superseded(r)] \
+            if self.run_id else []
         return BenchResult(self.run_id, status, devices, records)
 
 

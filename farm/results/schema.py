@@ -75,9 +75,26 @@ FIELDS: tuple[Field, ...] = (
     Field("accuracy", "json", "output comparison: reference, max abs/rel diff, tolerance, ok"),
     Field("sizes", "json", "bytes: runtime, code, weights"),
     Field("policy", "json", "measurement policy: warmup, min runs, min/max time, seed"),
+    Field("rounds", "json", "repeats of the route: planned, done, samples per round; why it "
+                            "stopped early and the record it resumed, if so"),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+
+# the status_detail of a record a later `--resume` replaced: kept as history, not a result
+SUPERSEDED = "superseded by record"
+
+
+def is_superseded(record: dict[str, Any]) -> bool:
+    return (record.get("status_detail") or "").startswith(SUPERSEDED)
+
+
+def unfinished_rounds(record: dict[str, Any]) -> bool:
+    """A `partial` record whose route stopped before its last round (a resume finishes it),
+    as opposed to a whole route kept `partial` because the device failed later."""
+    rounds = record.get("rounds") or {}
+    return (record.get("status") == PARTIAL and not is_superseded(record)
+            and int(rounds.get("done") or 0) < int(rounds.get("planned") or 0))
 
 
 def empty_record(**values: Any) -> dict[str, Any]:
