@@ -44,7 +44,7 @@ with the same table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 CATEGORIES = ("attention", "fc", "layernorm", "gelu", "other")
 
@@ -201,10 +201,16 @@ def _custom(op: str, input_shapes: Sequence[Sequence[int]] | None) -> str:
 def categorize(route: str, op: str, name: str = "",
                input_shapes: Sequence[Sequence[int]] | None = None) -> str:
     """Category of one profiled node (see the module docstring for the rules)."""
-    if route == "ort":
-        return _ort(op, name, input_shapes)
-    if route == "tvm":
-        return tvm_category(op or name, input_shapes=input_shapes)
-    if route == "custom":
-        return _custom(op or name, input_shapes)
-    raise ValueError(f"no op-category table for route {route!r} (known: ort, tvm, custom)")
+    table = TABLES.get(route)
+    if table is None:
+        raise ValueError(f"no op-category table for route {route!r} "
+                         f"(known: {', '.join(TABLES)})")
+    return table(op, name, input_shapes)
+
+
+# route -> its rule (op, node name, input shapes) -> category; a new route adds one here
+TABLES: dict[str, Callable[[str, str, Sequence[Sequence[int]] | None], str]] = {
+    "ort": _ort,
+    "tvm": lambda op, name, shapes: tvm_category(op or name, input_shapes=shapes),
+    "custom": lambda op, name, shapes: _custom(op or name, shapes),
+}

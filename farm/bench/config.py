@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from farm.build.routes import ROUTES
 from farm.errors import UsageError
 from farm.results.stats import DEFAULT_N_BOOT
 
-BASE_ROUTES = ("ort", "tvm", "custom")
+BASE_ROUTES = tuple(ROUTES)  # the route registry, farm.build.routes
 # a route key is a route, or a route with fusion turned off for the fusion experiment:
 # ORT with graph optimisations disabled, TVM built without FuseOps/FuseTIR, the custom
 # executor running every op separately with materialised intermediates
@@ -34,15 +35,14 @@ def is_unfused(route_key: str) -> bool:
 def route_key_of(record: dict[str, Any]) -> str:
     """The route key a stored record was measured under (inverse of `fusion_flags`)."""
     flags = record.get("build_flags") or {}
-    off = flags.get("fusion") is False or flags.get("opt_level") == "disable"
+    spec = ROUTES.get(record["route"])
+    off = spec.is_unfused(flags) if spec else flags.get("fusion") is False
     return record["route"] + (UNFUSED if off else "")
 
 
 def fusion_flags(route_key: str) -> dict[str, Any]:
     """The build_flags that name a route key's fusion setting in its records."""
-    if base_route(route_key) == "ort":
-        return {"opt_level": "disable" if is_unfused(route_key) else "all"}
-    return {"fusion": not is_unfused(route_key)}
+    return ROUTES[base_route(route_key)].fusion_flags(not is_unfused(route_key))
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ class DeviceRun:
         self.backend: Backend = (
             # no shell and no agent there: the TVM routes run through tracker sessions
             RpcBackend(device, prepared, self.emit, self.check_stop)
-            if device.transport == "tvm-rpc"
+            if device.kind.tracker
             else AgentBackend(device, prepared, run_id, self.emit))
         # resume: route keys an earlier attempt of this run already kept for this device,
         # and those whose first rounds it kept in a partial record (only the rest runs)

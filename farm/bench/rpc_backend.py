@@ -47,8 +47,9 @@ from farm.bench.backend import Emit, RouteError, last_line
 from farm.bench.config import BenchConfig, base_route, is_unfused
 from farm.bench.prepare import Prepared
 from farm.bench.records import RouteOutcome
-from farm.bench.routes import BUILD_LOCK, RoutePlan, tvm_facts
+from farm.bench.routes import BUILD_LOCK, RoutePlan
 from farm.build.models import ftns_module
+from farm.build.routes.tvm import tvm_facts
 from farm.errors import FarmError, TransportError
 from farm.inventory.device import Device
 
@@ -81,7 +82,8 @@ class RpcBackend:
         self._outputs: dict[str, list[Any]] = {}
 
     def unavailable(self, route_keys: list[str]) -> dict[str, str]:
-        return {r: f"not available on transport tvm-rpc: {self.device.name} runs only TVM's "
+        d = self.device
+        return {r: f"not available on transport {d.transport}: {d.name} runs only TVM's "
                    "RPC server (no shell, no agent), so only the tvm routes run there, "
                    "through tracker sessions"
                 for r in route_keys if base_route(r) not in RPC_ROUTES}

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rpc_server:
         return run_rpc_server(args)
     inventory = load_inventory(args.inventory)
-    devices = [d for d in inventory.select(args.devices, args.all) if d.transport != "tvm-rpc"]
+    devices = [d for d in inventory.select(args.devices, args.all) if d.has_shell]
     model_sha = _built_model_sha(args.model, args.variant, devices) if args.model else None
     console = Console(stderr=True)
     lock = threading.Lock()

@@ -59,7 +59,7 @@ def run_check(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     if not args.names and not args.all:
         raise UsageError("name a device or pass --all", hint="e.g. `farm devices check local`")
-    devices = [d for d in inventory.select(args.names, args.all) if d.transport != "tvm-rpc"]
+    devices = [d for d in inventory.select(args.names, args.all) if d.has_shell]
     outcomes = fan_out(devices, check_device)
     results = [o if isinstance(o, CheckResult) else CheckResult(n, False, error=str(o))
                for n, o in outcomes.items()]

@@ -4,7 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TRANSPORTS = ("local", "ssh", "tvm-rpc")
+
+@dataclass(frozen=True)
+class TransportKind:
+    """What a transport lets farm do with a device (its `Transport` class, if any, is
+    registered in farm/transports/__init__.py)."""
+
+    name: str
+    shell: bool              # runs commands: deploy, `devices check`, the agent
+    tracker: bool = False    # reached through a TVM tracker key (`key:` required)
+
+
+# the transport registry: a new transport adds its kind here and its opener in transports/
+TRANSPORT_KINDS: dict[str, TransportKind] = {t.name: t for t in (
+    TransportKind("local", shell=True),
+    TransportKind("ssh", shell=True),
+    TransportKind("tvm-rpc", shell=False, tracker=True),
+)}
+TRANSPORTS = tuple(TRANSPORT_KINDS)
 ARCHES = ("x86_64", "aarch64")
 
 
@@ -38,6 +55,15 @@ class Device:
     @property
     def is_local(self) -> bool:
         return self.transport == "local"
+
+    @property
+    def kind(self) -> TransportKind:
+        return TRANSPORT_KINDS[self.transport]
+
+    @property
+    def has_shell(self) -> bool:
+        """Commands run there (so deploy, checks and the agent); a tvm-rpc device has none."""
+        return self.kind.shell
 
     def has_feature(self, feature: str) -> bool:
         return feature in self.features

@@ -17,7 +17,7 @@ from typing import Any
 
 from farm.errors import ConfigError
 from farm.inventory.builtin import local_device
-from farm.inventory.device import ARCHES, TRANSPORTS, Device
+from farm.inventory.device import ARCHES, TRANSPORT_KINDS, TRANSPORTS, Device
 from farm.inventory.yaml_nodes import Located, read_yaml
 
 INVENTORY_ENV = "FARM_INVENTORY"
@@ -182,8 +182,8 @@ def _check_transport(values: dict[str, Any], ctx: _Ctx) -> None:
     if transport == "ssh" and not values.get("host"):
         raise ctx.error("an ssh device needs `host`", key="host",
                         hint="add `host: <address>` (and `port:` if not 22)")
-    if transport == "tvm-rpc" and not values.get("key"):
-        raise ctx.error("a tvm-rpc device needs the tracker `key` it registers under",
+    if TRANSPORT_KINDS[transport].tracker and not values.get("key"):
+        raise ctx.error(f"a {transport} device needs the tracker `key` it registers under",
                         key="key", hint="add `key: <rpc key>`, e.g. the key set in TVM's RPC app")
     if transport == "local":
         raise ctx.error("transport `local` is only for the built-in `local` device",

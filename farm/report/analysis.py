@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from farm.build.routes import ROUTES
 from farm.errors import StoreError
 from farm.report.configs import (
     CATEGORIES,
@@ -46,7 +47,7 @@ from farm.report.tables import Column, ReportTable
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from farm.results.store import ResultStore
 
-ROUTE_ORDER = {"ort": 0, "tvm": 1, "custom": 2}
+ROUTE_ORDER = {name: i for i, name in enumerate(ROUTES)}  # the registry's order
 KIB = 1024.0
 
 _CONFIG_COLS = [Column("device", "device"), Column("route", "route"),

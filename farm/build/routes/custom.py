@@ -1,0 +1,62 @@
+"""custom – `farm.build.custom` compiles the model into a plan (cached by model and
+compiler source) deployed as `artifacts/<sha12>-<name>.plan`; the static executor for the
+device's arch goes to `runners/custom-<arch>/fk_exec`; the request names the plan and
+`options.fused` (0 for the unfused key: every op separate, on the same plan)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from farm.build import registry
+from farm.build.registry import make_artifact
+from farm.build.routes.spec import PlanInput, Progress, Route, RoutePlan
+from farm.inventory.device import Device
+from farm.paths import state_dir
+
+
+def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
+    """The plan (weights in kernel layout, fusion decided) and the static executor."""
+    from farm.build.custom import build_executor
+    from farm.build.custom.cache import cached_plan
+    from farm.build.custom.executor_build import compile_seconds
+
+    plan_path, info = cached_plan(given.model_path)
+    # one executor per arch and bench: the fused and unfused keys must run the same binary
+    memo = given.memo.setdefault("custom_executor", {})
+    if device.arch not in memo:
+        memo[device.arch] = build_executor(device.arch, state_dir() / "artifacts" / "custom")
+    executor = memo[device.arch]
+    # what plan and executor cost when first built, also on a cache hit (as for TVM)
+    build_s = info.get("compile_s", 0.0) + compile_seconds(executor)
+    plan_file = make_artifact("plan", plan_path, "artifacts", target="any")
+    binary = make_artifact("executor", executor, f"runners/custom-{device.arch}",
+                           target=device.arch, name="fk_exec", content_name=False)
+    return RoutePlan("custom", plan_file.remote, (plan_file, binary),
+                     options={"fused": int(fused)},
+                     build_flags={"plan_ops": info["n_ops"], "plan_key": plan_file.sha256[:12],
+                                  "build_s": round(build_s, 3)},
+                     sizes={"runtime": binary.size, "code": 0, "weights": plan_file.size})
+
+
+def build(model_path: Path, device: Device, fused: bool,
+          report: Progress) -> tuple[str, list[str], dict[str, Any]]:
+    from farm.build.custom import build_executor
+    from farm.build.custom.cache import cached_plan
+
+    report("plan", 0.2)
+    plan_path, facts = cached_plan(model_path)
+    report("executor", 0.6)
+    executor = build_executor(device.arch, state_dir() / "artifacts" / "custom")
+    registry.register(registry.make_artifact(
+        "plan", plan_path, "artifacts", source=registry.sha256_file(model_path)))
+    registry.register(registry.make_artifact(
+        "executor", executor, f"runners/custom-{device.arch}", target=device.arch,
+        name="fk_exec", content_name=False))
+    report("done", 1.0)
+    return f"plan {plan_path.name}, executor {executor.name}", \
+        [str(plan_path), str(executor)], facts
+
+
+ROUTE = Route("custom", label="custom executor", runner="custom-{arch}/fk_exec", plan=plan,
+              build=build)

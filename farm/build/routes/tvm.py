@@ -1,0 +1,74 @@
+"""tvm – `farm.build.tvm.build_tvm` compiles the model for the device's target (cached by
+content), deployed as `artifacts/<sha12>-tvm-<key12>.so` plus its sidecar `<lib>.json`;
+the runtime-only runner (`build_runner(arch)`) goes to `runners/tvm-<arch>/`. The unfused
+key builds with FuseOps/FuseTIR off."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from farm.build.registry import make_artifact
+from farm.build.routes.spec import PlanInput, Progress, Route, RoutePlan
+from farm.inventory.device import Device
+
+
+def weight_bytes(model_path: Path) -> int:
+    """Bytes of the model's initializers (its weights), as stored in the ONNX file."""
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    return sum(len(t.raw_data) or onnx.numpy_helper.to_array(t).nbytes
+               for t in model.graph.initializer)
+
+
+def original_build_s(art: Any) -> float:
+    """What the artifact cost to build, also when this bench found it in the cache."""
+    if art.cached and art.meta_path is not None:
+        return float(json.loads(Path(art.meta_path).read_text()).get("build_s") or 0.0)
+    return float(art.build_s)
+
+
+def tvm_facts(art: Any, model_path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """(build_flags, {code, weights} bytes) of a TVM library, for the agent and RPC paths."""
+    # Relax binds the weights as constants inside the library: split its size honestly
+    weights = min(weight_bytes(model_path), art.size_bytes)
+    flags = {"tvm_key": art.key[:12], "target": art.target,
+             "schedule_counts": art.schedule_counts,
+             "build_s": original_build_s(art), "build_cached": art.cached}
+    return flags, {"code": art.size_bytes - weights, "weights": weights}
+
+
+def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
+    from farm.build.tvm.builder import build_tvm
+    from farm.build.tvm.runner_build import build_runner
+
+    art = build_tvm(given.model_path, device, fusion=fused)
+    lib = make_artifact("tvm-lib", art.path, "artifacts", target=device.arch,
+                        name=f"tvm-{art.key[:12]}.so")
+    items = [lib]
+    if art.meta_path is not None:
+        items.append(make_artifact("tvm-meta", art.meta_path, "artifacts", target=device.arch,
+                                   name=Path(lib.remote).name + ".json", content_name=False))
+    bundle = build_runner(device.arch)
+    items += [make_artifact("runner", f, f"runners/tvm-{device.arch}", target=device.arch,
+                            content_name=False) for f in (bundle.binary, *bundle.libs)]
+    flags, sizes = tvm_facts(art, given.model_path)
+    runtime = sum(f.stat().st_size for f in (bundle.binary, *bundle.libs))
+    return RoutePlan("tvm", lib.remote, tuple(items), build_flags=flags,
+                     sizes={"runtime": runtime, **sizes})
+
+
+def build(model_path: Path, device: Device, fused: bool,
+          report: Progress) -> tuple[str, list[str], dict[str, Any]]:
+    from farm.build.tvm import build_runner, build_tvm
+
+    art = build_tvm(model_path, device, fusion=fused, progress=report)
+    runner = build_runner(device.arch)
+    return (f"{art.path} ({'cached' if art.cached else 'built'})",
+            [str(art.path), str(runner.binary)],
+            {"schedule_sources": art.schedule_counts, "size_bytes": art.size_bytes})
+
+
+ROUTE = Route("tvm", label="TVM", runner="tvm_runner.py", plan=plan, build=build)
