@@ -8,6 +8,7 @@ vector to `subprocess` without a shell. A failure raises `TransportError` unless
 
 from __future__ import annotations
 
+import queue
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -70,6 +71,24 @@ class RemoteProcess(ABC):
             if line is None:
                 return
             yield line
+
+
+class QueuedProcess(RemoteProcess):
+    """A RemoteProcess whose reader thread puts stdout lines in `self._lines` (None = EOF);
+    `read_line` is the same for every such transport."""
+
+    def __init__(self) -> None:
+        self._lines: queue.Queue[str | None] = queue.Queue()
+
+    def read_line(self, timeout: float | None = None) -> str | None:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if line is None:
+            self._lines.put(None)  # keep signalling EOF to later readers
+            raise EOFError
+        return line
 
 
 class Transport(ABC):

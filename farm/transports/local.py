@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import shutil
 import signal
 import subprocess
@@ -14,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from farm.errors import TransportError
-from farm.transports.base import LINE_CAP_BYTES, RemoteProcess, RunResult, Transport
+from farm.transports.base import LINE_CAP_BYTES, QueuedProcess, RunResult, Transport
 
 
-class LocalProcess(RemoteProcess):
+class LocalProcess(QueuedProcess):
     """A child process in its own process group, so close() ends its children too."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None) -> None:
@@ -30,7 +29,7 @@ class LocalProcess(RemoteProcess):
             )
         except OSError as exc:
             raise TransportError(f"cannot start {argv[0]!r}: {exc}", device="local") from exc
-        self._lines: queue.Queue[str | None] = queue.Queue()
+        super().__init__()
         self._stderr: deque[str] = deque(maxlen=200)
         threading.Thread(target=self._pump_stdout, daemon=True).start()
         threading.Thread(target=self._pump_stderr, daemon=True).start()
@@ -60,16 +59,6 @@ class LocalProcess(RemoteProcess):
             self._proc.stdin.flush()
         except (BrokenPipeError, ValueError) as exc:
             raise TransportError("process stdin closed", device="local") from exc
-
-    def read_line(self, timeout: float | None = None) -> str | None:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if line is None:
-            self._lines.put(None)  # keep signalling EOF to later readers
-            raise EOFError
-        return line
 
     def stderr_tail(self) -> str:
         return "".join(self._stderr)[-4096:]

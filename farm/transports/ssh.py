@@ -9,7 +9,6 @@ retried (a measurement must not be silently repeated into the same result).
 
 from __future__ import annotations
 
-import queue
 import socket
 import threading
 import time
@@ -23,7 +22,7 @@ from farm.errors import HostKeyError, TransportError
 from farm.inventory.device import Device
 from farm.transports.base import (
     LINE_CAP_BYTES,
-    RemoteProcess,
+    QueuedProcess,
     RunResult,
     Transport,
     command_line,
@@ -45,13 +44,13 @@ def host_key_name(device: Device) -> str:
     return device.host if device.port == 22 else f"[{device.host}]:{device.port}"
 
 
-class SSHProcess(RemoteProcess):
+class SSHProcess(QueuedProcess):
     """A remote command on its own channel; lines are pumped by a reader thread."""
 
     def __init__(self, channel: paramiko.Channel, device: str) -> None:
         self._channel = channel
         self._device = device
-        self._lines: queue.Queue[str | None] = queue.Queue()
+        super().__init__()
         self._stderr: deque[bytes] = deque(maxlen=64)
         self._status: int | None = None
         threading.Thread(target=self._pump, daemon=True).start()
@@ -99,16 +98,6 @@ class SSHProcess(RemoteProcess):
             self._channel.sendall((line + "\n").encode())
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise TransportError(f"channel closed: {exc}", device=self._device) from exc
-
-    def read_line(self, timeout: float | None = None) -> str | None:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if line is None:
-            self._lines.put(None)
-            raise EOFError
-        return line
 
     def stderr_tail(self) -> str:
         return b"".join(self._stderr).decode(errors="replace")[-4096:]
