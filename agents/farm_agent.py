@@ -128,7 +128,7 @@ class LineReader(object):
 def file_sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 16), b""):
+        for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
 
@@ -730,6 +730,47 @@ class Agent(object):
         return None
 
 
+def commit_uploads(workdir, plan):
+    """Device side of an atomic deploy (`farm.deploy.deployer.commit`): `plan` lists
+    {"tmp", "final", "sha256", "mode"?} paths relative to `workdir`. Each uploaded temporary
+    file is hashed; only a matching file is renamed into place (atomic on one filesystem)
+    and recorded in workdir/manifest.json. Prints one JSON object: {"ok": [...], "bad": [...]}.
+    Run as `python - --commit PLAN_JSON --workdir W < farm_agent.py` (before any agent
+    is on the device)."""
+    manifest_path = os.path.join(workdir, "manifest.json")
+    try:
+        with open(manifest_path) as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError):
+        manifest = {"version": 1, "files": {}}
+    ok, bad = [], []
+    for item in plan:
+        tmp = os.path.join(workdir, item["tmp"])
+        final = os.path.join(workdir, item["final"])
+        try:
+            got = file_sha256(tmp)
+        except OSError as exc:
+            bad.append({"final": item["final"], "error": str(exc)})
+            continue
+        if got != item["sha256"]:
+            os.unlink(tmp)
+            bad.append({"final": item["final"], "error": "sha256 mismatch after upload: "
+                        + got[:12] + " != " + item["sha256"][:12]})
+            continue
+        if item.get("mode"):
+            os.chmod(tmp, int(item["mode"], 8))
+        os.replace(tmp, final)
+        stat = os.stat(final)
+        manifest["files"][item["final"]] = {"sha256": got, "size": stat.st_size,
+                                            "mtime_ns": stat.st_mtime_ns}
+        ok.append(item["final"])
+    tmp_manifest = manifest_path + ".tmp" + str(os.getpid())
+    with open(tmp_manifest, "w") as handle:
+        json.dump(manifest, handle, indent=1, sort_keys=True)
+    os.replace(tmp_manifest, manifest_path)
+    sys.stdout.write(json.dumps({"ok": ok, "bad": bad}) + "\n")
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description="farm on-device agent (protocol %d)" % PROTO)
     parser.add_argument("--workdir", required=True)
@@ -741,6 +782,9 @@ def parse_args(argv):
     parser.add_argument("--probe-timeout", type=float, default=60.0)
     parser.add_argument("--probe", action="store_true",
                         help="print one JSON pre-flight probe and exit (`farm devices check`)")
+    parser.add_argument("--commit", metavar="PLAN_JSON",
+                        help="put uploaded files in place after checking their sha256 "
+                             "(`farm deploy`), print the outcome as JSON and exit")
     return parser.parse_args(argv)
 
 
@@ -757,6 +801,9 @@ def probe(workdir):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.commit is not None:
+        commit_uploads(args.workdir, json.loads(args.commit))
+        return 0
     if args.probe:
         sys.stdout.write(json.dumps(probe(args.workdir)) + "\n")
         return 0

@@ -3,7 +3,7 @@
 Per device: (1) one `sh` command creates the directories and returns the device's
 manifest plus size/mtime of the files we expect; files whose sha256, size and mtime all
 match the manifest are skipped; (2) the others are uploaded to temporary names;
-(3) `deploy_commit.py` on the device hashes each upload and renames it into place only
+(3) the agent's `--commit` mode on the device hashes each upload and renames it into place only
 if it matches, updating the manifest. Inventory values only ever travel as separate
 arguments (`sh -c SCRIPT sh ARG...`), never pasted into the script.
 """
@@ -145,9 +145,10 @@ def deploy_device(device: Device, artifacts: Sequence[Artifact],
 
 
 def commit(transport: Transport, device: Device, plan: list[dict]) -> dict:
-    script = (agents_dir() / "deploy_commit.py").read_bytes()
-    out = transport.run([device.python, "-", device.workdir, json.dumps(plan)], stdin=script,
-                        timeout=300, check=False)
+    # the agent's own commit mode: one sha256 helper on the device side
+    script = (agents_dir() / "farm_agent.py").read_bytes()
+    out = transport.run([device.python, "-", "--commit", json.dumps(plan),
+                         "--workdir", device.workdir], stdin=script, timeout=300, check=False)
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
