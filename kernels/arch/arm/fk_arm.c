@@ -44,24 +44,14 @@ static inline vf vrcp(vf x) {
     return vmulq_f32(r, vrecpsq_f32(x, r));
 }
 
-/* exp(x): Cody-Waite range reduction + Cephes degree-5 polynomial (same as x86), exactly 0
- * below -87.3 so masked softmax entries never become denormals. */
-static inline vf vexp(vf x0) {
-    vf x = vmin(vmax(x0, vset1(-87.3f)), vset1(88.3f));
-    vf n = vrndnq_f32(vmul(x, vset1(1.44269504088896341f)));
-    vf r = vfma(n, vset1(-0.693359375f), x);
-    r = vfma(n, vset1(2.12194440e-4f), r);
-    vf p = vset1(1.9875691500E-4f);
-    p = vfma(p, r, vset1(1.3981999507E-3f));
-    p = vfma(p, r, vset1(8.3334519073E-3f));
-    p = vfma(p, r, vset1(4.1665795894E-2f));
-    p = vfma(p, r, vset1(1.6666665459E-1f));
-    p = vfma(p, r, vset1(5.0000001201E-1f));
-    p = vfma(p, vmul(r, r), vadd(r, vset1(1.0f)));
-    int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    vf y = vmul(p, vreinterpretq_f32_s32(e));
-    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(y), vcgeq_f32(x0, vset1(-87.3f))));
+/* 2^n for integral n (vexp's scale): the exponent bits built directly. */
+static inline vf vpow2i(vf n) {
+    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23));
 }
+
+/* r where x >= t, else exactly 0 */
+#define vkeep_ge(r, x, t) \
+    vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(r), vcgeq_f32(x, t)))
 
 #include "../../common/fk_simd_f32.inc"
 

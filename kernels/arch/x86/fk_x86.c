@@ -113,23 +113,8 @@ static inline vf vrcp(vf x) {
     return vmul(r, vfma(vsub(vzero(), x), r, vset1(2.0f)));
 }
 
-/* exp(x): Cody-Waite range reduction + Cephes degree-5 polynomial; exactly 0 below -87.3
- * (no denormals: masked softmax entries would otherwise feed denormals into P.V). */
-static inline vf vexp(vf x0) {
-    vf x = vmin(vmax(x0, vset1(-87.3f)), vset1(88.3f));
-    vf n = vround(vmul(x, vset1(1.44269504088896341f)));
-    vf r = vfma(n, vset1(-0.693359375f), x);
-    r = vfma(n, vset1(2.12194440e-4f), r);
-    vf p = vset1(1.9875691500E-4f);
-    p = vfma(p, r, vset1(1.3981999507E-3f));
-    p = vfma(p, r, vset1(8.3334519073E-3f));
-    p = vfma(p, r, vset1(4.1665795894E-2f));
-    p = vfma(p, r, vset1(1.6666665459E-1f));
-    p = vfma(p, r, vset1(5.0000001201E-1f));
-    p = vfma(p, vmul(r, r), vadd(r, vset1(1.0f)));
-    vi e = vi_sll(vi_add(vcvt_i(n), vi_set1(127)), 23);
-    return vkeep_ge(vmul(p, vcast_f(e)), x0, vset1(-87.3f));
-}
+/* 2^n for integral n (vexp's scale): the exponent bits built directly. */
+static inline vf vpow2i(vf n) { return vcast_f(vi_sll(vi_add(vcvt_i(n), vi_set1(127)), 23)); }
 
 void FK_FN(fk_gelu_tab_f32)(int n, const float *x, float *y);
 #include "../../common/fk_simd_f32.inc"
