@@ -35,17 +35,13 @@ import time
 
 PROTO = 1
 MAX_LINE_BYTES = 1 << 20
-ROUTES = ("ort", "tvm", "custom")
+ROUTE_TABLE = "routes.json"  # under runners/: the routes deploy shipped (host registry)
 # farm feature name -> /proc/cpuinfo flag (same names as the inventory)
 X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "avx512bw",
              "avx512vnni": "avx512vnni", "avxvnni": "avx_vnni", "f16c": "f16c",
              "sse4.2": "sse4_2"}
 ARM_FLAGS = {"neon": "asimd", "dotprod": "asimddp", "i8mm": "i8mm", "sve": "sve",
              "fp16": "fphp"}
-# custom executor file name prefix and the CPU features each arch build needs
-CUSTOM_EXECUTOR = "fk_exec"
-# the executor picks its kernels at run time; these are the least it needs
-CUSTOM_REQUIRES = {"aarch64": ("neon",), "x86_64": ()}
 
 
 def log(message):
@@ -196,58 +192,68 @@ def probe_module(module, timeout):
     return True, proc.stdout.decode("utf-8", "replace").strip()
 
 
+def route_table(workdir):
+    """The routes deploy shipped (runners/routes.json, written from the host's route
+    registry), or None when there is none."""
+    try:
+        with open(os.path.join(workdir, "runners", ROUTE_TABLE)) as handle:
+            table = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    routes = table.get("routes") if isinstance(table, dict) else None
+    return routes if isinstance(routes, dict) else None
+
+
+def _executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def route_capability(workdir, arch, features, entry, probed):
+    """One route's verdict from its table entry (see farm.build.routes.spec.Route.agent)."""
+    def local(rel):
+        return os.path.join(workdir, rel.replace("{arch}", arch))
+
+    missing = [f for f in (entry.get("cpu_features") or {}).get(arch, ()) if f not in features]
+    if missing:
+        return {"ok": False, "reason": "CPU lacks %s needed by this route on %s"
+                % (", ".join(missing), arch)}
+    candidates = [local(r) for r in entry.get("runners") or ()]
+    runner = None
+    for path in candidates:  # a python runner, else an executable
+        if (path.endswith(".py") and os.path.isfile(path)) or _executable(path):
+            runner = path
+            break
+    if runner is None:
+        return {"ok": False, "reason": "runner %s not deployed" % " or ".join(candidates)}
+    for need in entry.get("requires") or ():
+        if not _executable(local(need)):
+            return {"ok": False, "reason": "%s not deployed for %s" % (local(need), arch)}
+    found = {"ok": True, "reason": "", "runner": os.path.relpath(runner, workdir)}
+    for module in entry.get("modules") or ():
+        ok, detail = probed[module]
+        if not ok:
+            return {"ok": False, "reason": detail}
+        found.setdefault("version", detail)
+    return found
+
+
 def route_capabilities(workdir, cpu, probe_timeout):
-    """Which routes can run here, with the runner path and the reason when not."""
-    runners = os.path.join(workdir, "runners")
-    routes = {}
-    results = {}
+    """Which routes can run here, with the runner path and the reason when not: the routes
+    of the table deploy shipped, each after the checks its entry names."""
+    table = route_table(workdir) or {}
+    modules = sorted(set(m for e in table.values() for m in (e.get("modules") or ())))
+    probed = {}
 
     def probe(module):
-        results[module] = probe_module(module, probe_timeout)
+        probed[module] = probe_module(module, probe_timeout)
 
-    threads = [threading.Thread(target=probe, args=(m,)) for m in ("onnxruntime",)]
+    threads = [threading.Thread(target=probe, args=(m,)) for m in modules]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-
-    ort_runner = os.path.join(runners, "ort_runner.py")
-    ok, detail = results["onnxruntime"]
-    if not os.path.isfile(ort_runner):
-        routes["ort"] = {"ok": False, "reason": "runner %s not deployed" % ort_runner}
-    elif not ok:
-        routes["ort"] = {"ok": False, "reason": detail}
-    else:
-        routes["ort"] = {"ok": True, "reason": "", "runner": "runners/ort_runner.py",
-                         "version": detail}
-
-    arch = cpu["arch"]
-    tvm_runner = os.path.join(runners, "tvm_runner.py")
-    tvm_binary = os.path.join(runners, "tvm-%s" % arch, "tvm_runner")
-    if not os.path.isfile(tvm_runner):
-        routes["tvm"] = {"ok": False, "reason": "runner %s not deployed" % tvm_runner}
-    elif not os.access(tvm_binary, os.X_OK):
-        routes["tvm"] = {"ok": False, "reason": "TVM runtime runner %s not deployed for %s"
-                         % (tvm_binary, arch)}
-    else:
-        routes["tvm"] = {"ok": True, "reason": "", "runner": "runners/tvm_runner.py"}
-
-    # the custom executor: a python wrapper, else the per-arch binary itself
-    custom_py = os.path.join(runners, "custom_runner.py")
-    custom_bin = os.path.join(runners, "custom-%s" % arch, CUSTOM_EXECUTOR)
-    missing = [f for f in CUSTOM_REQUIRES.get(arch, ()) if f not in cpu["features"]]
-    if missing:
-        routes["custom"] = {"ok": False, "reason": "CPU lacks %s needed by the %s executor"
-                            % (", ".join(missing), arch)}
-    elif os.path.isfile(custom_py):
-        routes["custom"] = {"ok": True, "reason": "", "runner": "runners/custom_runner.py"}
-    elif os.path.isfile(custom_bin) and os.access(custom_bin, os.X_OK):
-        routes["custom"] = {"ok": True, "reason": "",
-                            "runner": os.path.relpath(custom_bin, workdir)}
-    else:
-        routes["custom"] = {"ok": False, "reason": "no custom executor %s (or %s) deployed"
-                            % (custom_bin, custom_py)}
-    return routes
+    return dict((name, route_capability(workdir, cpu["arch"], cpu["features"], entry, probed))
+                for name, entry in table.items())
 
 
 def read_state(workdir):

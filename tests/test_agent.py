@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from farm.build.routes import AGENT_TABLE, agent_table_file
 from farm.errors import AgentError
 from farm.inventory.builtin import local_device
 from farm.protocol import wire
@@ -62,6 +63,8 @@ def workdir(tmp_path: Path) -> Path:
     wd = tmp_path / "wd"
     (wd / "runners").mkdir(parents=True)
     (wd / "runners" / "test_runner.py").write_text(TEST_RUNNER)
+    # the routes table deploy ships (from the host's route registry)
+    (wd / "runners" / AGENT_TABLE).write_text(agent_table_file().read_text())
     return wd
 
 
@@ -94,6 +97,25 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
 def request(workdir: Path, mode: str) -> dict[str, object]:
     return {"route": "test", "options": {"mode": mode, "pidfile": str(workdir / f"{mode}.pid")},
             "policy": {}}
+
+
+def test_the_agent_learns_its_routes_from_the_deployed_table(workdir: Path) -> None:
+    """No `if route ==` on the device: a new route is a table entry plus its runner."""
+    table = workdir / "runners" / AGENT_TABLE
+    table.write_text(json.dumps({"version": 1, "routes": {
+        "newroute": {"runners": ["runners/test_runner.py"], "modules": ["json"]},
+        "needs_cpu": {"runners": ["runners/test_runner.py"],
+                      "cpu_features": {"x86_64": ["nosuchfeature"],
+                                       "aarch64": ["nosuchfeature"]}}}}))
+    with session_for(workdir) as session:
+        routes = session.hello["routes"]
+    assert set(routes) == {"newroute", "needs_cpu"}
+    assert routes["newroute"]["ok"] and routes["newroute"]["runner"] == "runners/test_runner.py"
+    assert not routes["needs_cpu"]["ok"] and "CPU lacks nosuchfeature" in \
+        routes["needs_cpu"]["reason"]
+    table.unlink()  # nothing deployed: no route offered
+    with session_for(workdir) as session:
+        assert session.hello["routes"] == {}
 
 
 def test_hello_state_and_route(workdir: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from farm.build.registry import Artifact, for_target, make_artifact
+from farm.build.routes import agent_table_file
 from farm.inventory.device import Device
 from farm.paths import agents_dir
 
@@ -23,7 +24,8 @@ def agent_artifact() -> Artifact:
 def runner_artifacts() -> list[Artifact]:
     """Python route runners and their helpers, under fixed names in runners/."""
     root = agents_dir()
-    files = [root / "ftns.py", *sorted((root / "runners").glob("*.py"))]
+    # routes.json: the route registry's table, from which the agent learns its routes
+    files = [root / "ftns.py", *sorted((root / "runners").glob("*.py")), agent_table_file()]
     return [make_artifact("runner", f, "runners", content_name=False)
             for f in files if f.is_file()]
 

@@ -58,5 +58,8 @@ def build(model_path: Path, device: Device, fused: bool,
         [str(plan_path), str(executor)], facts
 
 
-ROUTE = Route("custom", label="custom executor", runner="custom-{arch}/fk_exec", plan=plan,
-              build=build)
+ROUTE = Route("custom", label="custom executor", plan=plan,
+              build=build,
+              agent={"runners": ["runners/custom_runner.py", "runners/custom-{arch}/fk_exec"],
+                     # the executor picks its kernels at run time: the least it needs
+                     "cpu_features": {"aarch64": ["neon"], "x86_64": []}})

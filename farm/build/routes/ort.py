@@ -28,5 +28,6 @@ def build(model_path: Path, device: Device, fused: bool,
     return "nothing to compile: ONNX Runtime loads the model", [str(model_path)], {}
 
 
-ROUTE = Route("ort", label="ONNX Runtime", runner="ort_runner.py", plan=plan, build=build,
-              fusion_flag="opt_level", fusion_values=("all", "disable"), serial_build=False)
+ROUTE = Route("ort", label="ONNX Runtime", plan=plan, build=build,
+              fusion_flag="opt_level", fusion_values=("all", "disable"), serial_build=False,
+              agent={"runners": ["runners/ort_runner.py"], "modules": ["onnxruntime"]})

@@ -54,13 +54,17 @@ class Route:
 
     name: str                               # `--routes` key and the record's `route`
     label: str                              # how reports name it
-    runner: str                             # what the agent starts, under runners/
     plan: Callable[[Device, PlanInput, bool], RoutePlan]   # (device, input, fused)
     # `farm build`: (device, model, fused, progress) -> (detail, artifact paths, facts)
     build: Callable[[Path, Device, bool, Progress], tuple[str, list[str], dict[str, Any]]]
     fusion_flag: str = "fusion"             # build_flags key naming the fusion setting
     fusion_values: tuple[Any, Any] = (True, False)  # its value (fused, unfused)
     serial_build: bool = True               # builds share a cache: one at a time
+    # what the agent checks before it offers the route (shipped in runners/routes.json):
+    # "runners" (first present wins; a .py runs with the agent's Python, else an
+    # executable), "requires" (executables), "modules" (importable in a fresh child),
+    # "cpu_features" ({arch: [feature, ...]}); "{arch}" in a path is the device's arch
+    agent: dict[str, Any] = field(default_factory=dict)
 
     def fusion_flags(self, fused: bool) -> dict[str, Any]:
         return {self.fusion_flag: self.fusion_values[0 if fused else 1]}

@@ -71,4 +71,6 @@ def build(model_path: Path, device: Device, fused: bool,
             {"schedule_sources": art.schedule_counts, "size_bytes": art.size_bytes})
 
 
-ROUTE = Route("tvm", label="TVM", runner="tvm_runner.py", plan=plan, build=build)
+ROUTE = Route("tvm", label="TVM", plan=plan, build=build,
+              agent={"runners": ["runners/tvm_runner.py"],
+                    "requires": ["runners/tvm-{arch}/tvm_runner"]})
