@@ -146,7 +146,7 @@ def test_stop_kills_the_whole_group_including_popen_workers(tmp_path: Path,
 
 
 def test_a_dead_tracker_is_a_transport_error_within_seconds() -> None:
-    from farm.build.tvm import api
+    from farm.build.tvm import api_rpc as api
     from farm.errors import TransportError
 
     port = free_port()  # nothing listens there

@@ -21,7 +21,7 @@ plus `method` (how the times were obtained), `category_runs` (one {category: ms}
 repeat) and `unprofiled` (kernels with no static signature, not timed). What it leaves out
 compared with an in-graph profile: VM builtins (allocation, shape checks), the cache state
 a kernel finds inside the graph, and the graph's own activations (synthetic ones change the
-time of transcendental math such as erf: see `api.remote_kernel_times`).
+time of transcendental math such as erf: see `api_rpc.remote_kernel_times`).
 """
 
 from __future__ import annotations

@@ -33,14 +33,14 @@ def start_rpc_server(key: str, *, tracker_host: str = "127.0.0.1",
                      env: dict[str, str] | None = None,
                      register_timeout_s: float = 20.0) -> ServiceProcess:
     """Start a local RPC server for `key`; return once the tracker lists it."""
-    from farm.build.tvm import api
+    from farm.build.tvm import api_rpc
 
     port = port or free_port()
     argv = rpc_server_argv(key, tracker=f"{tracker_host}:{tracker_port}", port=port)
     servers = tracker_dir() / "servers"
     def registered() -> bool:
         try:
-            summary = api.tracker_summary(tracker_host, tracker_port)
+            summary = api_rpc.tracker_summary(tracker_host, tracker_port)
         except TransportError:
             return False  # the tracker restarting: keep waiting until the deadline
         return any(s["key"].split(":", 1)[-1] == key and int(s["addr"][1]) == port

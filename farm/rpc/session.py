@@ -47,18 +47,18 @@ class Session:
 
     def load_vm(self, lib: Path, inputs: Sequence[Any]) -> LoadedVM:
         """Upload and load `lib` once; run and time it as often as wanted in this session."""
-        from farm.build.tvm import api
+        from farm.build.tvm import api_rpc
 
-        return LoadedVM(api.remote_vm_load(self.remote, Path(lib), list(inputs)))
+        return LoadedVM(api_rpc.remote_vm_load(self.remote, Path(lib), list(inputs)))
 
     def time_kernels(self, kernels_lib: Path, kernels: dict[str, dict[str, Any]], *,
                      repeat: int, min_repeat_ms: int = 5) -> dict[str, list[float]]:
         """Each kernel of a kernels-only library timed alone on the device: kernel -> ms per
         call, one mean per repeat; `kernels` are sidecar entries with `args` (and
-        `constants`), see `farm.build.tvm.api.remote_kernel_times`."""
-        from farm.build.tvm import api
+        `constants`), see `farm.build.tvm.api_rpc.remote_kernel_times`."""
+        from farm.build.tvm import api_rpc
 
-        return api.remote_kernel_times(self.remote, Path(kernels_lib), kernels,
+        return api_rpc.remote_kernel_times(self.remote, Path(kernels_lib), kernels,
                                        repeat=repeat, min_repeat_ms=min_repeat_ms)
 
 
@@ -71,25 +71,25 @@ class LoadedVM:
 
     def outputs(self) -> list[Any]:
         """Run `main` once; its outputs as numpy arrays."""
-        from farm.build.tvm import api
+        from farm.build.tvm import api_rpc
 
-        return api.remote_vm_outputs(self._loaded)
+        return api_rpc.remote_vm_outputs(self._loaded)
 
     def time(self, *, number: int, repeat: int, min_repeat_ms: int = 0) -> list[float]:
         """`main` timed ON the device (`time_evaluator`): ms per repeat, mean of `number`."""
-        from farm.build.tvm import api
+        from farm.build.tvm import api_rpc
 
-        return api.remote_vm_time(self._loaded, number=number, repeat=repeat,
+        return api_rpc.remote_vm_time(self._loaded, number=number, repeat=repeat,
                                   min_repeat_ms=min_repeat_ms)
 
 
 @contextmanager
 def tracker_session(key: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                     priority: int = 1, session_timeout: float = 0) -> Iterator[Session]:
-    from farm.build.tvm import api
+    from farm.build.tvm import api_rpc
 
     started = time.monotonic()
-    remote = api.rpc_request(host, port, key, priority=priority,
+    remote = api_rpc.rpc_request(host, port, key, priority=priority,
                              session_timeout=session_timeout)
     session = Session(key, remote, time.monotonic() - started)
     try:

@@ -81,14 +81,14 @@ def stop_tracker() -> bool:
 
 def tracker_status(host: str | None = None, port: int | None = None) -> dict[str, Any]:
     """{"host", "port", "pid", "servers": [{"key", "addr"}], "queue": {key: {free, pending}}}."""
-    from farm.build.tvm import api
+    from farm.build.tvm import api_rpc
 
     state = tracker_state()
     if host is None or port is None:
         if state is None:
             raise TransportError("no tracker is running", hint="farm tracker start")
         host, port = state.host, state.port
-    summary = api.tracker_summary(host, port)
+    summary = api_rpc.tracker_summary(host, port)
     servers = [{"key": s["key"].split(":", 1)[-1], "addr": f"{s['addr'][0]}:{s['addr'][1]}"}
                for s in summary.get("server_info", [])]
     queue = {k: {"free": v.get("free", 0), "pending": v.get("pending", 0)}

@@ -1,0 +1,185 @@
+"""MetaSchedule tuning through TVM's Python API (split from `api.py`, whose lazy-import rule
+it keeps). Errors surface as `BuildError` with the TVM message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from farm.build.tvm.api import _default_schedule, _tvm, lower_to_kernels
+from farm.errors import BuildError
+
+
+def _shared_library_export(cross_cc: str | None) -> Callable[[Any], str]:
+    """MetaSchedule export step producing a ready .so (its default .tar needs a linker on
+    the device); runs in MetaSchedule's builder worker processes (pickled by cloudpickle)."""
+
+    def export(mod: Any) -> str:
+        import os
+        import tempfile
+
+        from tvm.support import cc
+        path = os.path.join(tempfile.mkdtemp(), "tvm_tmp_mod.so")
+        kwargs = {"fcompile": cc.cross_compiler(cross_cc)} if cross_cc else {}
+        mod.export_library(path, **kwargs)
+        return path
+
+    return export
+
+
+def _build_without_intrinsics(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's default build minus `import tvm.s_tir.tensor_intrin`, which takes
+    30-80 s on a loaded 2-core host and is paid by every builder worker of every batch;
+    fp32 CPU kernels use no tensor intrinsics (a candidate that does fails to build and is
+    skipped)."""
+    import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.compile(mod, target=target)
+
+
+def _seed_defaults(tasks: list[Any], target: Any, database: Any, builder: Any, runner: Any,
+                   work_dir: Path) -> list[str]:
+    """Measure each task's default schedule with the tuning builder/runner and commit it as
+    a tuning record, so the database's best is never worse than the untuned default build
+    (a few dozen trials per task often are). Done once per task per database."""
+    import json
+
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+    marker = work_dir / "farm_seeded.json"
+    done = set(json.loads(marker.read_text())) if marker.is_file() else set()
+    seeded = []
+    for task in tasks:
+        if task.task_name in done:
+            continue
+        mod = task.dispatched[0]
+        sch, _source = _default_schedule(mod["main"], target)
+        if sch is None:
+            continue
+        args_info = ArgInfo.from_prim_func(mod["main"])
+        (built,) = builder.build([BuilderInput(sch.mod, target)])
+        if built.error_msg:
+            continue
+        (future,) = runner.run([RunnerInput(built.artifact_path, "cpu", args_info)])
+        result = future.result()
+        if result.error_msg:
+            continue
+        workload = database.commit_workload(mod)
+        database.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, workload, result.run_secs, target, args_info))
+        seeded.append(task.task_name)
+    marker.write_text(json.dumps(sorted(done | set(seeded))))
+    return seeded
+
+
+BUDGET_MARK = "farm: tuning time budget spent"
+
+
+class _BudgetSpent(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _unnamed_handlers_detached(logger: logging.Logger) -> Iterator[None]:
+    """MetaSchedule rebuilds its logging config from the names of its logger's handlers and
+    fails on an unnamed one (pytest's capture handlers, an application's own): detach those
+    while it tunes, then put them back."""
+    unnamed = [h for h in logger.handlers if h.get_name() is None]
+    for handler in unnamed:
+        logger.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in unnamed:
+            logger.addHandler(handler)
+
+
+def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int = 16,
+               time_budget_s: float | None = None, op_names: list[str] | None = None,
+               rpc: tuple[str, int, str] | None = None, cross_cc: str | None = None,
+               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """MetaSchedule over the kernels `compile_model` would build, records in `work_dir`.
+
+    Measurements run here (`rpc` None) or on the device holding tracker key `rpc[2]`.
+    The JSON database in `work_dir` is appended as each candidate is measured, so an
+    interrupted run keeps its records and the next run starts from them.
+    `time_budget_s` ends tuning once exceeded, checked after each measured batch of `batch`
+    candidates (so it can overshoot by one batch).
+    """
+    import time
+
+    _tvm()
+    from tvm.ir.utils import derived_object  # moved out of meta_schedule.utils
+    from tvm.s_tir import meta_schedule as ms
+
+    # MetaSchedule's console handler takes the level set beforehand: keep the console to
+    # warnings (the progress callback reports), the full log still goes to work_dir/logs
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    if ms_logger.level == logging.NOTSET:
+        ms_logger.setLevel(logging.WARNING)
+    lowered = lower_to_kernels(mod, target, fusion=True)
+    started = time.monotonic()
+    measured = [0]
+
+    @derived_object
+    class _BudgetAndProgress(ms.measure_callback.PyMeasureCallback):
+        def apply(self, _scheduler: Any, _task_id: int, _cands: Any, _builds: Any,
+                  runs: Any) -> None:
+            measured[0] += len(runs)
+            if progress:
+                progress(measured[0], trials)
+            if time_budget_s is not None and time.monotonic() - started > time_budget_s:
+                # MetaSchedule has no time budget; terminating tasks from a callback trips
+                # a scheduler check, so abort between batches (every record measured so far
+                # is already committed to the database)
+                raise _BudgetSpent(BUDGET_MARK)
+
+    # several repeats of >= 20 ms each: single short measurements on a shared host pick
+    # schedules by noise (the cost is a few seconds per batch)
+    evaluator = ms.runner.EvaluatorConfig(number=3, repeat=3, min_repeat_ms=20)
+    runner: Any = ms.runner.LocalRunner(timeout_sec=120, evaluator_config=evaluator)
+    if rpc is not None:
+        runner = ms.runner.RPCRunner(ms.runner.RPCConfig(
+            tracker_host=rpc[0], tracker_port=rpc[1], tracker_key=rpc[2],
+            session_timeout_sec=120), evaluator_config=evaluator)
+    # few workers and a long timeout: each worker imports TVM, and on a loaded 2-core host
+    # MetaSchedule's defaults (one per core, 30 s) time out before anything builds
+    workers = max(1, min(2, int(target.attrs.get("num-cores", 1))))
+    builder = ms.builder.LocalBuilder(f_build=_build_without_intrinsics,
+                                      f_export=_shared_library_export(cross_cc),
+                                      max_workers=workers, timeout_sec=180)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    tasks = [t for t in ms.relax_integration.extract_tasks(lowered, target)
+             if not op_names or any(o in t.task_name for o in op_names)]
+    seeded = _seed_defaults(tasks, target, database, builder, runner, work_dir)
+    try:
+        with _unnamed_handlers_detached(ms_logger):
+            ms.relax_integration.tune_relax(
+                lowered, {}, target, str(work_dir), max_trials_global=trials,
+                num_trials_per_iter=min(batch, trials), op_names=op_names, builder=builder,
+                runner=runner, database=database,
+                # a population sized to the batch: the default 512 spends ~30 s of search per
+                # batch here, longer than measuring a batch of 16
+                strategy=ms.search_strategy.EvolutionarySearch(
+                    population_size=min(512, max(64, 8 * batch)),
+                    init_min_unmeasured=min(50, 4 * batch), genetic_num_iters=3),
+                measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"),
+                                   _BudgetAndProgress()])
+        budget_spent = False
+    except Exception as exc:
+        if BUDGET_MARK not in str(exc):
+            raise BuildError(f"MetaSchedule tuning in {work_dir} failed: "
+                             f"{str(exc).strip().splitlines()[-1]}") from exc
+        budget_spent = True
+    return {"measured": measured[0], "seconds": time.monotonic() - started,
+            "budget_spent": budget_spent, "seeded": seeded,
+            "tasks": [t.task_name for t in tasks]}
