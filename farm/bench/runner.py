@@ -9,8 +9,11 @@ per device) → the caller consumes events until `running()` is false, calling
 
 Resume (`resume_run`): the run's stored config is used again (`resume_plan`), routes with
 a kept record (ok, invalid, partial, unavailable) are skipped, the others run again and
-their old `failed` records are marked superseded; a device that now completes its share
-gets its `partial` records back to `ok`. The run keeps its id.
+their old `failed` records are marked superseded; a route cut after some of its rounds
+(a `partial` record whose `rounds.done` < `rounds.planned`) runs only its missing rounds
+(`farm.bench.device_run`); a device that now completes its share gets its `partial`
+records back to `ok`. The run keeps its id; superseded records stay in the store as
+history but are not in `BenchResult.records`.
 
 Events are plain dicts {"t", "device", "event", ...} pushed through `emit` from worker
 threads; views (`farm.views.live`) turn them into a picture, or into jsonl.
