@@ -11,15 +11,15 @@ class TransportKind:
     registered in farm/transports/__init__.py)."""
 
     name: str
-    shell: bool              # runs commands: deploy, `devices check`, the agent
+    commands: bool           # runs commands: deploy, `devices check`, the agent
     tracker: bool = False    # reached through a TVM tracker key (`key:` required)
 
 
 # the transport registry: a new transport adds its kind here and its opener in transports/
 TRANSPORT_KINDS: dict[str, TransportKind] = {t.name: t for t in (
-    TransportKind("local", shell=True),
-    TransportKind("ssh", shell=True),
-    TransportKind("tvm-rpc", shell=False, tracker=True),
+    TransportKind("local", commands=True),
+    TransportKind("ssh", commands=True),
+    TransportKind("tvm-rpc", commands=False, tracker=True),
 )}
 TRANSPORTS = tuple(TRANSPORT_KINDS)
 ARCHES = ("x86_64", "aarch64")
@@ -63,7 +63,7 @@ class Device:
     @property
     def has_shell(self) -> bool:
         """Commands run there (so deploy, checks and the agent); a tvm-rpc device has none."""
-        return self.kind.shell
+        return self.kind.commands
 
     def has_feature(self, feature: str) -> bool:
         return feature in self.features

@@ -19,7 +19,7 @@ def _ssh(device: Device) -> Transport:
     return SSHTransport(device)
 
 
-# transports that run commands (`TransportKind.shell` in farm.inventory.device); imported
+# transports that run commands (`TransportKind.commands` in farm.inventory.device); imported
 # on first use: paramiko is not needed to bench `local`
 OPENERS: dict[str, Callable[[Device], Transport]] = {"local": _local, "ssh": _ssh}
 
