@@ -1,6 +1,7 @@
 """`BenchRun`: the real `farm bench` CLI in a subprocess, its jsonl events (`--events -`:
-the default output off a terminal is human step lines) read as they stream (so a fault can be injected at a chosen moment, and SIGINT sent like a Ctrl-C), and
-`check_failed_alone`, the common end of a scenario where one device failed.
+the default output off a terminal is human step lines) read as they stream (so a fault
+can be injected at a chosen moment, and SIGINT sent like a Ctrl-C), and `check_failed_alone`,
+the common end of a scenario where one device failed.
 """
 
 from __future__ import annotations
