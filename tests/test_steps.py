@@ -39,3 +39,26 @@ def test_route_results_drift_and_failures_are_one_line_each() -> None:
                      "pi: warning: ort: drift freq: cpu0 2400000 -> 1800000 kHz (-25.0%)",
                      "pi: tvm failed — runner exited 1",
                      "pi: finished: ok"]
+
+
+def test_timed_step_prints_start_and_duration_only_off_a_terminal() -> None:
+    import io
+
+    import pytest
+    from rich.console import Console
+
+    from farm.views.steps import timed_step
+
+    log = Console(file=io.StringIO(), force_terminal=False, width=40)
+    with timed_step(log, "farm: deploy to a-device-with-a-rather-long-name"):
+        pass
+    with pytest.raises(KeyError), timed_step(log, "farm: build tvm"):
+        raise KeyError("x")
+    lines = log.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0] == "farm: deploy to a-device-with-a-rather-long-name…"  # never wrapped
+    assert lines[1].startswith("farm: deploy to a-device-with-a-rather-long-name done in ")
+    assert lines[1].endswith(" s") and lines[3].startswith("farm: build tvm failed after ")
+    tty = Console(file=io.StringIO(), force_terminal=True)
+    with timed_step(tty, "farm: build tvm"):
+        pass
+    assert tty.file.getvalue() == ""  # type: ignore[attr-defined]

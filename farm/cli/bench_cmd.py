@@ -121,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     if twice:
         raise UsageError(f"device {', '.join(twice)} listed twice; each device runs once")
     out = Console(highlight=False) if sys.stdout.isatty() else Console(width=160)
-    err = Console(stderr=True, highlight=False)
+    # in a log a message must stay one line whatever its length (no wrap at 80 columns)
+    err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
     # the progress goes where a human looks; machine output and `--events -` keep stdout clean
     machine = args.output != "table" or args.events == "-"
     with ResultStore(args.store) as store:

@@ -57,7 +57,8 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     devices = load_inventory(args.inventory).select(args.devices, args.all)
-    err = Console(stderr=True, highlight=False)
+    # in a log a message must stay one line whatever its length (no wrap at 80 columns)
+    err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
     with ResultStore(args.store) as store:
         bench = Bench(devices, config, store, ["farm", *sys.argv[1:]])
         # stdout holds the report; the progress is for a human watching stderr

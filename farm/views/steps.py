@@ -14,12 +14,21 @@ things a CI log reader looks for, the way pytest or cargo report steps:
 
 Per-sample events (`samples`, `stage`, `state`) make no line: they are what the live view
 draws and what `--events FILE` keeps.
+
+`timed_step(console, what)` does the same for the long steps of `farm build`, `deploy` and
+`tune`: their progress bars draw on a terminal; in a log, a start line and a finish line
+with the duration.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from rich.console import Console
 
 # steps that can take long enough that a log reader wants their start and duration
 LONG_PHASES = {"prepare": "model build", "build": "build", "deploy": "deploy"}
@@ -85,3 +94,23 @@ class StepLines:
         out = [line]
         out += [f"{prefix}warning: {route}: drift {flag}" for flag in event.get("drift") or []]
         return out
+
+
+@contextlib.contextmanager
+def timed_step(console: Console, what: str) -> Iterator[None]:
+    """Off a terminal (where the caller's progress bar is disabled): "what…" now and
+    "what done in N s" (or "what failed after N s") at the end. On a terminal: nothing,
+    the progress bar shows it."""
+    if console.is_terminal:
+        yield
+        return
+    console.print(f"{what}…", markup=False, highlight=False, soft_wrap=True)
+    started = time.monotonic()
+    try:
+        yield
+    except BaseException:
+        console.print(f"{what} failed after {time.monotonic() - started:.1f} s", markup=False,
+                      highlight=False, soft_wrap=True)
+        raise
+    console.print(f"{what} done in {time.monotonic() - started:.1f} s", markup=False,
+                  highlight=False, soft_wrap=True)
