@@ -44,6 +44,17 @@ def report(tmp_path: Path):  # type: ignore[no-untyped-def]
         yield load_report(store, [run_id])
 
 
+def test_warning_names_the_gap_inside_the_profiled_runs() -> None:
+    from farm.report.tables import ReportTable
+    row = {"device": "d", "route": "tvm", "config": "fusion=off", "threads": 2,
+           "profiled_ms": 20.0, "e2e_median_ms": 10.0,
+           **opcheck.check_fields([{"ops": {"run_ms": 10.5}}], 20.0, 10.0)}
+    assert row["op_share_of_run_pct"] == pytest.approx(20.0 / 10.5 * 100)
+    (line,) = opcheck.warning_lines(ReportTable("ops", "", "", [], [row]))
+    assert "per-op windows sum to 190 % of those runs' wall" in line
+    assert "profiling runs themselves" not in line  # 10.5 ms is the steady state's 10 ms
+
+
 def test_check_fields_tolerance_edges() -> None:
     assert opcheck.check_fields([], 12.0, 10.0)["op_flagged"] is False  # +20 %: inside
     assert opcheck.check_fields([], 12.1, 10.0)["op_flagged"] is True
@@ -68,6 +79,9 @@ def test_flag_in_every_output(report) -> None:  # type: ignore[no-untyped-def]
     text = sink.getvalue()
     warned = [line for line in text.splitlines() if line.startswith("warning: per-op")]
     assert len(warned) == 1 and "local/ort" in warned[0] and "39.000 ms" in warned[0]
+    # ORT's per-op total matches its profiled runs: what is off is those runs themselves
+    assert "profiling runs themselves took 1.9" in warned[0]
+    assert "per-op windows sum" not in warned[0]
 
     md = format_report(report, "md")
     flag_lines = [line for line in md.splitlines() if flag in line]
