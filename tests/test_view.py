@@ -1,5 +1,6 @@
 """The live view: a pure render of the state folded from bench events, checked in a
-capturing Console; and the UI loop printing jsonl when the console is not a terminal."""
+capturing Console; and the UI loop printing step lines (and the events to --events) when
+the console is not a terminal."""
 
 from __future__ import annotations
 
