@@ -46,10 +46,12 @@ COLUMNS = [Column("profiled_run_ms", "profiled runs' wall ms", "ms"),
            Column("op_flagged", "flagged")]
 
 CAPTION = (f" A row is FLAGGED when its profiled total is outside ±{TOLERANCE_PCT:.0f} % of "
-           "its end-to-end median: profilers time their own bookkeeping inside each op's "
-           "window (ORT: ~2–3 µs per node, more with intra-op threads and load), so its "
-           "per-op figures are not comparable with other routes'; 'profiled runs' wall ms' "
-           "is the profiling runs' own median run time where the route records it.")
+           "its end-to-end median: its per-op figures are then not comparable with other "
+           "routes'. 'profiled runs' wall ms' is the profiling runs' own median run time and "
+           "the next column the per-op total's share of it: together they say whether the "
+           "profiling runs were unlike the steady state (load, cold start) or the ops do not "
+           "add up to their runs (a profiler timing its own bookkeeping inside each op's "
+           "window — ORT: ~2–3 µs per node — or per-op medians dropping preemptions).")
 
 
 def profiled_run_ms(records: Iterable[Mapping[str, Any]]) -> float | None:
