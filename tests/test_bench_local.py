@@ -183,21 +183,31 @@ def test_interrupt_keeps_results_and_leaves_no_agent(tmp_path: Path) -> None:
         assert not agents_running(dev.workdir)
 
 
-def test_jsonl_events_when_not_a_tty(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_step_lines_when_not_a_tty_and_events_on_request(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+        ) -> None:
     from farm.cli.main import main
     monkeypatch.setenv("FARM_LOCAL_WORKDIR", str(tmp_path / "wd-cli"))
     monkeypatch.delenv("FARM_INVENTORY", raising=False)
     monkeypatch.chdir(tmp_path)  # no ./devices.yaml: the fleet is the built-in `local`
-    code = main(["bench", "--runs", "10", "--min-time", "0.1", "--max-time", "2",
-                 "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
-                 "--pause", "0", "--store", str(tmp_path / "c.sqlite")])
+    fast = ["--runs", "10", "--min-time", "0.1", "--max-time", "2", "--warmup", "1",
+            "--warmup-time", "0", "--profile-runs", "1", "--pause", "0",
+            "--store", str(tmp_path / "c.sqlite")]
+    # default off a terminal: one human line per step, then the table; no JSON
+    assert main(["bench", *fast]) == 0
     out = capsys.readouterr().out
-    assert code == 0
-    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert not any(line.startswith("{") for line in out.splitlines())
+    assert "local: ort (1/1) started" in out and "local: ort ok: median " in out
+    assert out.index("local: finished: ok") < out.index("median ms")  # the table is last
+    assert len(out.splitlines()) < 30
+    # --events -: the JSON event stream on stdout, the human lines on stderr, then the table
+    assert main(["bench", "--events", "-", *fast]) == 0
+    captured = capsys.readouterr()
+    events = [json.loads(line) for line in captured.out.splitlines() if line.startswith("{")]
     assert {"run", "route_start", "samples", "route_done", "device_done"} <= {
         e["event"] for e in events}
-    assert "median ms" in out  # the final table follows the event stream
+    assert "median ms" in captured.out  # the final table follows the event stream
+    assert "local: ort ok: median " in captured.err
 
 
 def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None:
@@ -211,11 +221,11 @@ def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None
     proc = subprocess.Popen(
         [sys.executable, "-m", "farm.cli.main", "bench", "--runs", "10", "--min-time", "30",
          "--max-time", "40", "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
-         "--store", str(store_path)],
+         "--store", str(store_path), "--events", "-"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True, cwd=tmp_path)  # no ./devices.yaml there
     assert proc.stdout is not None
-    for line in proc.stdout:  # jsonl events: stdout is not a terminal
+    for line in proc.stdout:  # the jsonl events asked for with --events -
         if '"event": "samples"' in line:
             break
     assert agents_running(str(wd))

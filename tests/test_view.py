@@ -1,5 +1,6 @@
 """The live view: a pure render of the state folded from bench events, checked in a
-capturing Console; and the UI loop printing jsonl when the console is not a terminal."""
+capturing Console; and the UI loop printing step lines (and the events to --events) when
+the console is not a terminal."""
 
 from __future__ import annotations
 
@@ -65,15 +66,22 @@ def test_route_done_clears_the_running_columns_and_flags_drift() -> None:
     assert "ort:ok 12.3ms drift×1" in pixel and "measuring" not in pixel
 
 
-def test_ui_loop_prints_jsonl_without_a_terminal() -> None:
+def test_ui_loop_prints_step_lines_without_a_terminal_and_events_to_their_file() -> None:
+    # off a terminal (a log, CI) the default is short human lines; the JSON event stream is
+    # kept whole for `--events FILE` (it used to be the default and buried the table)
     events: queue.Queue[dict] = queue.Queue()
     for event in EVENTS:
         events.put(event)
-    sink = io.StringIO()
-    console = Console(file=sink, force_terminal=False)
-    state = run_ui(events, lambda: True, console)
-    lines = [json.loads(line) for line in sink.getvalue().splitlines()]
-    assert lines == EVENTS
+    sink, stream = io.StringIO(), io.StringIO()
+    console = Console(file=sink, force_terminal=False, width=200)
+    state = run_ui(events, lambda: True, console, events_out=stream)
+    assert [json.loads(line) for line in stream.getvalue().splitlines()] == EVENTS
+    lines = sink.getvalue().splitlines()
+    assert not any(line.startswith("{") for line in lines)
+    assert lines == ["farm: run R1: model tiny-fp32, routes ort,tvm on pixel, pi",
+                     "pixel: ort (1/2) started",
+                     "pi: tvm unavailable",
+                     "pi: finished: failed: agent channel closed (exit status -1)"]
     assert state.devices["pi"].status == "failed"
 
 

@@ -1,8 +1,10 @@
 """`farm bench` — measure a model on devices, live, and keep every result.
 
 Devices run in parallel; the live view (stdout on a terminal) shows each one; without a
-terminal the bench's events print as jsonl. With `--output json|jsonl|csv|md` stdout holds
-only the final records (progress goes to stderr when that is a terminal). Exit codes:
+terminal (a log, CI) one short line per step prints instead, then the table. `--events FILE`
+('-': stdout) keeps every event as JSON lines. With `--output json|jsonl|csv|md` stdout holds
+only the final records (md/csv: the summary, `--columns all` for every field); progress
+goes to stderr. Exit codes:
 0 all ok, 3 a device or route failed (the rest is kept), 130 Ctrl-C (measured results
 kept, no agent left running), 1 error before anything was measured.
 """
@@ -10,14 +12,15 @@ kept, no agent left running), 1 error before anything was measured.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import queue
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.text import Text
 
 from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
+from farm.cli.drive import add_events_option, drive
+from farm.cli.results_cmd import add_columns_option
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
 
@@ -45,7 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="RUN",
                    help="continue run RUN (id, prefix or 'latest') with its own settings: "
                         "routes it kept are skipped, failed ones run again")
-    p.add_argument("--output", choices=OUTPUTS, default="table")
+    p.add_argument("--output", choices=OUTPUTS, default="table",
+                   help="table (default), md/csv (the summary), json/jsonl (whole records)")
+    add_columns_option(p)
+    add_events_option(p)
     p.add_argument("--store", metavar="FILE",
                    help="result store (default: .farm/results.sqlite, or $FARM_HOME)")
     p.set_defaults(func=run)
@@ -94,9 +100,13 @@ def run(args: argparse.Namespace) -> int:
     # heavy imports (onnx, onnxruntime, numpy) only when a bench really runs: `farm --help`
     # imports every subcommand module
     from farm.bench.runner import Bench, resume_plan
+    from farm.results.printers import columns_for
     from farm.results.store import ResultStore
-    from farm.views.live import run_ui
 
+    try:  # a typo in --columns must not cost a whole bench
+        columns_for(args.output, args.columns)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     inventory = load_inventory(args.inventory)
     resume = None
     if args.resume:
@@ -111,41 +121,34 @@ def run(args: argparse.Namespace) -> int:
     if twice:
         raise UsageError(f"device {', '.join(twice)} listed twice; each device runs once")
     out = Console(highlight=False) if sys.stdout.isatty() else Console(width=160)
-    err = Console(stderr=True, highlight=False)
-    # the live picture goes where a human looks; machine output keeps stdout clean
-    live = out if args.output == "table" else err
-    events: queue.Queue[dict[str, Any]] = queue.Queue()
-    quiet = args.output != "table" and not err.is_terminal
-    emit = (lambda _e: None) if quiet else events.put
+    # in a log a message must stay one line whatever its length (no wrap at 80 columns)
+    err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
+    # the progress goes where a human looks; machine output and `--events -` keep stdout clean
+    machine = args.output != "table" or args.events == "-"
     with ResultStore(args.store) as store:
         bench = Bench(devices, config, store, ["farm", *sys.argv[1:]], resume_run=resume)
-        try:
-            bench.start(emit)
-            run_ui(events, lambda: not bench.running(), live)
-        except KeyboardInterrupt:
-            err.print("[yellow]farm: interrupted: stopping agents, keeping what was "
-                      "measured…[/]")
-            bench.interrupt()
-            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
-                bench.wait(30.0)
-        result = bench.finish()
-        report(result, args.output, out, err, store)
+        result = drive(bench, err if machine else out, args.events)
+        report(result, args.output, args.columns, out, err, store)
     return EXIT_INTERRUPTED if result.status == "interrupted" else result.exit_code
 
 
-def report(result: BenchResult, output: str, out: Console, err: Console,
-           store: ResultStore) -> None:
-    from farm.results.printers import format_records, render_results
+def report(result: BenchResult, output: str, columns: str | None, out: Console,
+           err: Console, store: ResultStore) -> None:
+    from farm.results.printers import columns_for, format_records, render_results
 
     if not result.run_id:
         return
+    try:
+        keys = columns_for(output, columns)
+    except ValueError as exc:  # checked before the bench too: this is a last resort
+        raise UsageError(str(exc)) from exc
     if output == "table":
-        out.print(render_results(result.records, title=f"run {result.run_id}"))
+        out.print(render_results(result.records, keys, title=f"run {result.run_id}"))
     else:
-        sys.stdout.write(format_records(result.records, output))
+        sys.stdout.write(format_records(result.records, output, keys))
         sys.stdout.flush()
     for line in result.failures():
-        err.print(f"[red]farm: {line}[/]", markup=True, highlight=False)
+        err.print(Text(f"farm: {line}", style="red"))
     bad = [r for r in result.records if r["status"] not in ("ok",)]
     for r in bad:
         err.print(f"farm: {r['device']}/{r['route']}: {r['status']}: {r['status_detail']}",

@@ -13,6 +13,7 @@ from rich.table import Table
 from farm.build.routes_build import BuiltRoute, build_route, device_for_target
 from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
+from farm.views.steps import timed_step
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,9 +46,11 @@ def run(args: argparse.Namespace) -> int:
                   disable=not console.is_terminal) as bar:
         for route in routes:
             task = bar.add_task(route, total=1.0, stage="")
-            results.append(build_route(
-                route, model.path, device, fusion=not args.no_fusion,
-                progress=lambda stage, frac, t=task: bar.update(t, completed=frac, stage=stage)))
+            with timed_step(console, f"farm: build {route} for {device.name}"):
+                results.append(build_route(
+                    route, model.path, device, fusion=not args.no_fusion,
+                    progress=lambda stage, frac, t=task: bar.update(t, completed=frac,
+                                                                    stage=stage)))
             bar.update(task, completed=1.0)
     if args.output == "json":
         print(json.dumps([vars(r) for r in results], indent=2, default=str))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 import time
 
@@ -21,6 +22,7 @@ from farm.deploy import DeployResult, deploy
 from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
 from farm.inventory.device import Device
+from farm.views.steps import timed_step
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,11 +64,12 @@ def run(args: argparse.Namespace) -> int:
             with lock:
                 bar.update(tasks[device], completed=done, total=total or None, status=status)
 
-        results = deploy(devices, progress, model_sha)
+        with timed_step(console, f"farm: deploy to {', '.join(d.name for d in devices)}"):
+            results = deploy(devices, progress, model_sha)
     if args.output == "json":
         print(json.dumps([vars(r) for r in results.values()], indent=2))
     else:
-        Console().print(render_summary(list(results.values())))
+        _stdout_console().print(render_summary(list(results.values())))
     failed = [r for r in results.values() if not r.ok]
     for r in failed:
         console.print(f"[red]deploy failed on {r.device}[/red]: {r.error}")
@@ -143,3 +146,8 @@ def run_rpc_server(args: argparse.Namespace) -> int:
             return 1
     finally:
         transport.close()
+
+
+def _stdout_console() -> Console:
+    """The terminal's width on a TTY; 160 columns in a log, so tables stay one line a row."""
+    return Console() if sys.stdout.isatty() else Console(width=160)

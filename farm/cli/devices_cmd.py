@@ -51,7 +51,7 @@ def run_list(args: argparse.Namespace) -> int:
         address = f"{d.user or 'root'}@{d.host}:{d.port}" if d.host else (d.key or "-")
         table.add_row(d.name, d.transport, address, d.arch, d.triple, ",".join(d.features),
                       str(d.cores), ",".join(d.tags))
-    Console().print(table)
+    _stdout_console().print(table)
     return 0
 
 
@@ -72,7 +72,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(record, indent=2))
     else:
-        Console().print(render_checks(results))
+        _stdout_console().print(render_checks(results))
         print(f"recorded: {path}", file=sys.stderr)
     return 0 if all(r.healthy for r in results) else EXIT_PARTIAL
 
@@ -128,3 +128,8 @@ def run_trust(args: argparse.Namespace) -> int:
     path = pin_host_key(device, presented)
     print(f"pinned in {path}")
     return 0
+
+
+def _stdout_console() -> Console:
+    """The terminal's width on a TTY; 160 columns in a log, so tables stay one line a row."""
+    return Console() if sys.stdout.isatty() else Console(width=160)

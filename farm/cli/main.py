@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "tune": "farm.cli.tune_cmd",
     "triangle": "farm.cli.triangle_cmd",
     "report": "farm.cli.report_cmd",
+    "completion": "farm.cli.completion_cmd",  # also registers the hidden `__complete`
 }
 
 

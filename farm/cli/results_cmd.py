@@ -15,12 +15,11 @@ from rich.console import Console
 
 from farm.errors import StoreError, UsageError
 from farm.results.printers import (
-    SUMMARY_COLUMNS,
+    columns_for,
     format_records,
     format_runs,
     render_results,
     render_runs,
-    resolve_columns,
 )
 from farm.results.store import ResultStore
 
@@ -38,6 +37,13 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
                              "else ./.farm/results.sqlite)")
 
 
+def add_columns_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--columns", metavar="A,B,...|all",
+                        help="columns to print: record field names or 'ci95', or 'all' "
+                             "(default: the summary for table/md/csv, every field for "
+                             "json/jsonl/sql)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("results", help="list and show stored benchmark results")
     parser.set_defaults(func=lambda args: _usage(parser))
@@ -50,9 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'latest'")
     show.add_argument("--output", choices=[*OUTPUTS, "sql"], default="table",
                       help="sql: CREATE TABLE + INSERT statements with every field")
-    show.add_argument("--columns", metavar="A,B,...",
-                      help="columns to print: record field names or 'ci95' "
-                           "(default: a summary for table/md, every field for csv/json/jsonl)")
+    add_columns_option(show)
     show.add_argument("--device", action="append", help="only this device (repeatable)")
     show.add_argument("--route", action="append", help="only this route (repeatable)")
     add_store_option(show)
@@ -84,19 +88,16 @@ def run_show(args: argparse.Namespace) -> int:
     if args.route:
         filters["route"] = args.route
     try:
-        columns = resolve_columns(args.columns) if args.columns else None
+        keys = columns_for(args.output, args.columns)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     with ResultStore(args.store, create=False) as store:
         run_id = store.resolve_run(args.run)
         records = store.records(run_id, **filters)
         status = next(r.status for r in store.runs() if r.run_id == run_id)
-    keys = [c.key for c in columns] if columns else None
     if args.output == "table":
         title = f"run {run_id} ({status}, {len(records)} record(s))"
-        console().print(render_results(records, keys or SUMMARY_COLUMNS, title=title))
-    elif args.output == "md":
-        sys.stdout.write(format_records(records, "md", keys or SUMMARY_COLUMNS))
+        console().print(render_results(records, keys, title=title))
     else:
         try:
             text = format_records(records, args.output, keys)

@@ -6,29 +6,28 @@ runs every route the devices can run (ORT, TVM, custom) interleaved in seeded ro
 (`farm report RUN` renders it again later). Routes a device cannot run are recorded as
 unavailable with the agent's reason, so the report says why not.
 
-Orchestration is `farm.bench.runner.Bench` (the same as `farm bench`); the live view goes
-to stderr when it is a terminal, stdout carries the report (table, md, csv or json).
+Orchestration is `farm.bench.runner.Bench` and the driver `farm.cli.drive` (the same as
+`farm bench`); the progress goes to stderr (the live view on a terminal, one short line per
+step otherwise), stdout carries the report (table, md, csv or json); `--events FILE` keeps
+every bench event as JSON lines.
 Exit codes: those of the bench (0 ok, 3 a device or route failed, 130 interrupted).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import queue
 import sys
-from typing import Any
 
 from rich.console import Console
 
 from farm.bench.config import KNOWN_ROUTES, BenchConfig
 from farm.bench.runner import Bench
 from farm.cli.bench_cmd import add_policy_options, add_target_options, policy_from
+from farm.cli.drive import add_events_option, drive
 from farm.cli.report_cmd import add_report_options, render
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
 from farm.results.store import ResultStore
-from farm.views.live import run_ui
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="interleaved rounds of all routes (pooled; default 2)")
     add_policy_options(p)
     add_report_options(p)
+    add_events_option(p)
     p.set_defaults(func=run)
 
 
@@ -57,22 +57,12 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     devices = load_inventory(args.inventory).select(args.devices, args.all)
-    err = Console(stderr=True, highlight=False)
-    events: queue.Queue[dict[str, Any]] = queue.Queue()
-    # stdout holds the report; the live picture is for a human watching stderr
-    emit = events.put if err.is_terminal else (lambda _event: None)
+    # in a log a message must stay one line whatever its length (no wrap at 80 columns)
+    err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
     with ResultStore(args.store) as store:
         bench = Bench(devices, config, store, ["farm", *sys.argv[1:]])
-        try:
-            bench.start(emit)
-            run_ui(events, lambda: not bench.running(), err)
-        except KeyboardInterrupt:
-            err.print("[yellow]farm: interrupted: stopping agents, keeping what was "
-                      "measured…[/]")
-            bench.interrupt()
-            with contextlib.suppress(KeyboardInterrupt):
-                bench.wait(30.0)
-        result = bench.finish()
+        # stdout holds the report; the progress is for a human watching stderr
+        result = drive(bench, err, args.events)
         for line in result.failures():
             err.print(f"farm: {line}", markup=False, highlight=False)
         if result.run_id and result.records:

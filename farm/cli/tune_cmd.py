@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from farm.build.models import VARIANTS
 from farm.build.tvm.tune import DEFAULT_OPS, tune_tvm
 from farm.inventory import load_inventory
+from farm.views.steps import timed_step
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,10 +41,12 @@ def run(args: argparse.Namespace) -> int:
 
     model = resolve_model(args.model, args.variant)
     ops = None if args.ops == "all" else tuple(o for o in args.ops.split(",") if o)
+    err = Console(stderr=True)
     with Progress(TextColumn(f"tuning {model.name} for {device.name}"), BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(),
-                  disable=not sys.stderr.isatty() or args.output == "json",
-                  console=None) as bar:
+                  disable=not err.is_terminal or args.output == "json",
+                  console=err) as bar, \
+            timed_step(err, f"farm: tune {model.name} for {device.name}"):
         task = bar.add_task("tune", total=args.trials)
         result = tune_tvm(model.path, device, trials=args.trials,
                           time_budget_s=args.time_budget, ops=ops,

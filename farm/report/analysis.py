@@ -17,7 +17,8 @@ Tables (`Report.tables`, in order), one row per configuration (see `configs`) un
                  `gelu`, `other`) from `ops.categories`; profiled total; the share of the
                  end-to-end median covered by the four named categories and by all
                  profiled time. Profiling runs are separate from the timed runs, so the
-                 shares can exceed 100 % when profiling adds overhead.
+                 shares can exceed 100 % when profiling adds overhead: a row outside
+                 ±20 % is flagged, with the profiled runs' own wall time (`opcheck`).
 * fusion       – one row per fusion pair and block (see `fusion`).
 * availability – one row per (device, route): available (some configuration measured with
                  valid outputs), configurations valid / attempted, statuses, and why not
@@ -34,6 +35,7 @@ from typing import Any
 
 from farm.build.routes import ROUTES
 from farm.errors import StoreError
+from farm.report import opcheck
 from farm.report.configs import (
     CATEGORIES,
     NAMED_CATEGORIES,
@@ -162,7 +164,7 @@ def ops_table(configs: Sequence[Config]) -> ReportTable:
     cols += [Column("profiled_ms", "profiled total ms", "ms"),
              Column("e2e_median_ms", "end-to-end median ms", "ms"),
              Column("named_share_pct", "4 categories % of e2e", "pct"),
-             Column("profiled_share_pct", "profiled % of e2e", "pct")]
+             Column("profiled_share_pct", "profiled % of e2e", "pct"), *opcheck.COLUMNS]
     rows = []
     for c in configs:
         cats = c.categories_ms()
@@ -174,13 +176,14 @@ def ops_table(configs: Sequence[Config]) -> ReportTable:
         median = c.summary.median if c.summary else None
         row.update(profiled_ms=profiled, e2e_median_ms=median,
                    named_share_pct=named / median * 100 if median else None,
-                   profiled_share_pct=profiled / median * 100 if median else None)
+                   profiled_share_pct=profiled / median * 100 if median else None,
+                   **opcheck.check_fields(c.records, profiled, median))
         rows.append(row)
     return ReportTable(
         "ops", "Per-op latency by category",
         "ms per inference of each op category: each op's median over the separate profiling "
         "runs, summed per category (averaged over records); shares are of the end-to-end "
-        "median.", cols, rows)
+        "median." + opcheck.CAPTION, cols, rows)
 
 
 def fusion_table(effects: Sequence[FusionEffect]) -> ReportTable:

@@ -20,6 +20,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from farm.report import opcheck
 from farm.report.analysis import Report
 from farm.report.configs import CATEGORIES, SIZE_PARTS, Config
 from farm.report.svg import BarRow, DistRow, distribution, grouped_bars, stacked_bars
@@ -38,6 +39,7 @@ table.data td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.data tr:hover td { background: #f5f9ff; }
 td.status-ok, td.verdict-winner { color: #1a7f37; font-weight: 600; }
 td.status-unavailable { color: #888; } td.status-failed, td.status-invalid { color: #c62828; }
+.op-flagged { color: #c62828; font-weight: 600; }
 td.verdict-no-significant-difference { color: #9a6700; }
 svg.plot { display: block; max-width: 100%; height: auto; margin: 6px 0 12px; }
 svg .plot-title { font-weight: 600; font-size: 13px; }
@@ -84,6 +86,8 @@ def table_html(table: ReportTable) -> str:
             classes = ["num"] if c.numeric else []
             if c.key in ("status", "verdict") and value:
                 classes.append(f"{c.key}-{_slug(str(value))}")
+            if c.key == "op_share_check" and row.get("op_flagged"):
+                classes.append("op-flagged")
             attrs = f' data-key="{escape(c.key)}"'
             if c.numeric and isinstance(value, (int, float)) and not isinstance(value, bool):
                 attrs += f' data-value="{float(value)!r}"'
@@ -140,6 +144,11 @@ def _ops_plots(report: Report) -> list[str]:
                                       f"{device}: per-op time by category",
                                       {"data-device": device, "data-plot": "ops"}))
     return plots
+
+
+def _ops_warnings(table: ReportTable) -> list[str]:
+    return [f'<p class="warning op-flagged">{escape(line)}</p>'
+            for line in opcheck.warning_lines(table)]
 
 
 def _fusion_plots(report: Report) -> list[str]:
@@ -210,7 +219,8 @@ def render_html(report: Report) -> str:
         ("Runs", [_runs_html(report)]),
         (t["decision"].title, [_table_section(t["decision"])]),
         (t["latency"].title, [*_latency_plots(report), _table_section(t["latency"])]),
-        (t["ops"].title, [*_ops_plots(report), _table_section(t["ops"])]),
+        (t["ops"].title, [*_ops_warnings(t["ops"]), *_ops_plots(report),
+                          _table_section(t["ops"])]),
         (t["fusion"].title, [*_fusion_plots(report), _table_section(t["fusion"])]),
         (t["memory"].title, [*_memory_plots(report), _table_section(t["memory"])]),
         (t["size"].title, [*_size_plots(report), _table_section(t["size"])]),

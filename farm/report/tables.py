@@ -3,7 +3,8 @@
 Contract: a `ReportTable` is a name, a title, a caption naming the statistics, typed
 `Column`s and rows of RAW values (dicts keyed by column key; floats unrounded, None for
 "not measured"). Every printer works from those rows only, so md, csv, json, the terminal
-and the HTML page show the same numbers:
+and the HTML page show the same numbers (md and csv are written by the one format switch,
+`farm.results.textout`):
 
 * `cell(column, value)` -> the display text (rounded per `Column.kind`; "—" for None);
 * `to_md(tables)`: one `## title` section per table, caption as a paragraph;
@@ -15,12 +16,12 @@ and the HTML page show the same numbers:
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from farm.results.textout import Field, csv_table, md_table
 
 REPORT_VERSION = 1
 
@@ -85,20 +86,11 @@ def cell(column: Column, value: Any) -> str:
     return KINDS[column.kind][1].format(value)
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def table_md(table: ReportTable) -> str:
-    lines = [f"## {table.title}", "", table.caption, ""]
-    lines.append("| " + " | ".join(_md_escape(c.label) for c in table.columns) + " |")
-    lines.append("|" + "|".join("---:" if c.numeric else "---" for c in table.columns) + "|")
-    if not table.rows:
-        lines.append("| " + " | ".join(["(none)"] + [""] * (len(table.columns) - 1)) + " |")
-    for row in table.rows:
-        lines.append("| " + " | ".join(_md_escape(cell(c, row.get(c.key)))
-                                       for c in table.columns) + " |")
-    return "\n".join(lines) + "\n"
+    fields = [Field(c.key, c.label, c.numeric, text=lambda v, c=c: cell(c, v))
+              for c in table.columns]
+    return "\n".join([f"## {table.title}", "", table.caption, ""]) + "\n" + md_table(
+        table.rows, fields, empty="(none)")
 
 
 def to_md(tables: Sequence[ReportTable], header: str = "") -> str:
@@ -117,15 +109,15 @@ def _raw(value: Any) -> str:
     return str(value)
 
 
+_TIDY = [Field("table"), Field("row"), Field("column"), Field("label"), Field("unit"),
+         Field("value", raw=lambda v: _raw(v))]
+
+
 def to_csv(tables: Sequence[ReportTable]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["table", "row", "column", "label", "unit", "value"])
-    for t in tables:
-        for i, row in enumerate(t.rows):
-            for c in t.columns:
-                writer.writerow([t.name, i, c.key, c.label, c.unit, _raw(row.get(c.key))])
-    return buf.getvalue()
+    rows = [{"table": t.name, "row": i, "column": c.key, "label": c.label, "unit": c.unit,
+             "value": row.get(c.key)}
+            for t in tables for i, row in enumerate(t.rows) for c in t.columns]
+    return csv_table(rows, _TIDY)
 
 
 def _json_safe(value: Any) -> Any:

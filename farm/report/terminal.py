@@ -14,6 +14,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from farm.report import opcheck
 from farm.report.analysis import Report
 from farm.report.tables import Column, ReportTable, cell
 
@@ -45,6 +46,8 @@ def _style(col: Column, value: object) -> str:
         return "green" if value else "red"
     if col.key == "significant":
         return "bold" if value else "dim"
+    if col.key in ("op_share_check", "op_flagged"):
+        return "bold red" if value is True or str(value).startswith("FLAG") else ""
     return ""
 
 
@@ -76,8 +79,16 @@ def header(report: Report) -> Text:
     return text
 
 
+def warnings(report: Report) -> list[Text]:
+    """Lines a reader must not miss: per-op profiles that do not add up (`opcheck`)."""
+    ops = report.tables.get("ops")
+    lines = opcheck.warning_lines(ops) if ops is not None else []
+    return [Text(f"warning: {line}", style="bold red") for line in lines]
+
+
 def render_report(report: Report) -> list[RenderableType]:
-    return [header(report), *(render_table(t) for t in report.tables.values())]
+    return [header(report), *(render_table(t) for t in report.tables.values()),
+            *warnings(report)]
 
 
 def print_report(report: Report, console: Console | None = None) -> None:

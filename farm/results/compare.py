@@ -22,9 +22,6 @@ should know: different models, invalid outputs, drift flags, pooling.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -35,8 +32,10 @@ from rich.table import Table
 from rich.text import Text
 from scipy.stats import mannwhitneyu
 
-from farm.results.config_flags import config_flags, config_label
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
+from farm.results import textout
+from farm.results.config_flags import config_flags, config_label
+from farm.results.textout import Field
 
 ALPHA = 0.05
 FASTER, SLOWER, SAME = "faster", "slower", "no significant difference"
@@ -165,6 +164,8 @@ def compare_records(
 
 
 COMPARISON_FIELDS = tuple(f.name for f in fields(Comparison))
+_NUMERIC = {"threads", "n_a", "n_b", "median_a_ms", "median_b_ms", "ratio",
+            "ratio_ci_low", "ratio_ci_high", "p_value"}
 
 
 def _cell(value: Any, name: str) -> str:
@@ -181,24 +182,16 @@ def _cell(value: Any, name: str) -> str:
 
 def format_comparisons(comps: Sequence[Comparison], fmt: str, *, alpha: float = ALPHA
                        ) -> str:
-    rows = [c.as_dict() for c in comps]
-    if fmt == "json":
-        return json.dumps({"alpha": alpha, "comparisons": rows}, indent=2) + "\n"
-    if fmt == "jsonl":
-        return "".join(json.dumps(r) + "\n" for r in rows)
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, COMPARISON_FIELDS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return buf.getvalue()
-    if fmt == "md":
-        lines = ["| " + " | ".join(COMPARISON_FIELDS) + " |",
-                 "|" + "---|" * len(COMPARISON_FIELDS)]
-        lines += ["| " + " | ".join(_cell(r[k], k).replace("|", "\\|")
-                                    for k in COMPARISON_FIELDS) + " |" for r in rows]
-        return "\n".join(lines) + "\n"
-    raise ValueError(f"unknown output format {fmt!r}; use table, json, jsonl, csv or md")
+    """md/csv: one row per configuration, the statistics named by their field; json/jsonl
+    the same fields raw (through the one format switch, `farm.results.textout`)."""
+    fields = [Field(k, numeric=k in _NUMERIC, text=lambda v, k=k: _cell(v, k))
+              for k in COMPARISON_FIELDS]
+    try:
+        return textout.pick(fmt, [c.as_dict() for c in comps], fields,
+                            doc={"alpha": alpha}, rows_key="comparisons")
+    except ValueError:
+        raise ValueError(f"unknown output format {fmt!r}; use table, json, jsonl, csv or md"
+                         ) from None
 
 
 _VERDICT_STYLE = {FASTER: "green", SLOWER: "red", SAME: "", NOT_MEASURED: "yellow"}

@@ -4,7 +4,11 @@ Contract:
 * `COLUMNS`: one `Column` per record field (key = field name), plus the derived column
   "ci95" (fields ci95_low_ms, ci95_high_ms; label "95% CI median ms"). Labels name the
   statistic: "median ms", "p90 ms", "CV"...
-* `format_records(records, fmt, columns=None)` with fmt in md | csv | json | jsonl | sql.
+* `format_records(records, fmt, columns=None)` with fmt in md | csv | json | jsonl | sql,
+  written by the one format switch `farm.results.textout`; `columns_for(fmt, arg)` is the
+  CLI's choice: the summary (`SUMMARY_COLUMNS`: one row per device x route x variant x
+  threads, statistics named, no raw arrays) for table/md/csv, every field for json/jsonl/sql
+  and for `--columns all`.
   Machine formats (csv/json/jsonl) use field names as keys and raw values, a derived
   column expands to its fields; csv cells of JSON fields hold compact JSON, and with all
   columns a csv parses back to the records (`from_csv`). json is {"schema_version", "fields",
@@ -29,8 +33,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from farm.results import textout
 from farm.results.schema import FIELDS, SCHEMA_VERSION
 from farm.results.store import records_table_sql
+from farm.results.textout import Field
 
 FORMATS = ("md", "csv", "json", "jsonl", "sql")
 
@@ -115,6 +121,17 @@ def stat_caption(keys: Sequence[str]) -> str | None:
             + ", ".join(words) + pct)
 
 
+def columns_for(fmt: str, columns: str | None) -> Sequence[str] | None:
+    """The columns a printer shows: `columns` as given ("a,b,c"), every field for "all",
+    else the summary for what a human reads (table, md, csv) and every field for what a
+    program reads (json, jsonl, sql: the whole record, raw samples and profiles included)."""
+    if columns == "all":
+        return None
+    if columns:
+        return [c.key for c in resolve_columns(columns)]
+    return SUMMARY_COLUMNS if fmt in ("table", "md", "csv") else None
+
+
 def resolve_columns(columns: Sequence[str] | str | None) -> list[Column]:
     """Columns by key ("a,b,c" or a list); None means every field. Unknown -> ValueError."""
     if columns is None:
@@ -133,53 +150,55 @@ def _fields_of(cols: Sequence[Column]) -> list[str]:
     return [name for col in cols for name in col.fields]
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _record_raw(name: str) -> Callable[[Any], str]:
+    kind = FIELD_TYPES[name]
+
+    def raw(value: Any) -> str:
+        if value is None:
+            return ""
+        if kind == "json":  # even a JSON string: from_csv parses the cell as JSON
+            return json.dumps(value, separators=(",", ":"))
+        return repr(float(value)) if kind == "real" else str(value)
+    return raw
+
+
+def _text_fields(cols: Sequence[Column]) -> list[Field]:
+    """md: one field per column, its label and formatted cell (a row is the record)."""
+    return [Field(c.key, c.label, c.numeric, text=c.cell) for c in cols]
+
+
+def _md_rows(records: Sequence[dict[str, Any]], cols: Sequence[Column]
+             ) -> list[dict[str, Any]]:
+    return [{c.key: r for c in cols} for r in records]
+
+
+def _machine_fields(cols: Sequence[Column]) -> list[Field]:
+    return [Field(n, raw=_record_raw(n)) for n in _fields_of(cols)]
 
 
 def to_md(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
           ) -> str:
     cols = resolve_columns(columns)
-    lines = ["| " + " | ".join(c.label for c in cols) + " |",
-             "|" + "|".join("---:" if c.numeric else "---" for c in cols) + "|"]
-    lines += ["| " + " | ".join(_md_escape(c.cell(r)) for c in cols) + " |" for r in records]
-    return "\n".join(lines) + "\n"
+    return textout.md_table(_md_rows(records, cols), _text_fields(cols))
 
 
 def to_csv(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
            ) -> str:
-    names = _fields_of(resolve_columns(columns))
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(names)
-    for r in records:
-        writer.writerow([
-            "" if r.get(n) is None
-            else json.dumps(r[n], separators=(",", ":")) if FIELD_TYPES[n] == "json"
-            else repr(r[n]) if FIELD_TYPES[n] == "real"  # repr keeps every digit of a float
-            else r[n]
-            for n in names
-        ])
-    return buf.getvalue()
-
-
-def _subset(r: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
-    return {n: r.get(n) for n in names}
+    return textout.csv_table(records, _machine_fields(resolve_columns(columns)))
 
 
 def to_json(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
             ) -> str:
-    names = _fields_of(resolve_columns(columns))
-    doc = {"schema_version": SCHEMA_VERSION, "fields": names,
-           "records": [_subset(r, names) for r in records]}
-    return json.dumps(doc, indent=2) + "\n"
+    fields = _machine_fields(resolve_columns(columns))
+    return textout.pick("json", records, fields, rows_key="records",
+                        doc={"schema_version": SCHEMA_VERSION,
+                             "fields": [f.key for f in fields]})
 
 
 def to_jsonl(records: Sequence[dict[str, Any]], columns: Sequence[str] | str | None = None
              ) -> str:
-    names = _fields_of(resolve_columns(columns))
-    return "".join(json.dumps({"schema_version": SCHEMA_VERSION, **_subset(r, names)}) + "\n"
-                   for r in records)
+    return textout.pick("jsonl", records, _machine_fields(resolve_columns(columns)),
+                        line_extra={"schema_version": SCHEMA_VERSION})
 
 
 def from_csv(text: str) -> list[dict[str, Any]]:
@@ -264,22 +283,13 @@ def runs_as_dicts(runs: Sequence[Any]) -> list[dict[str, Any]]:
 
 def format_runs(runs: Sequence[Any], fmt: str) -> str:
     rows = runs_as_dicts(runs)
-    if fmt == "json":
-        return json.dumps({"schema_version": SCHEMA_VERSION, "runs": rows}, indent=2) + "\n"
-    if fmt == "jsonl":
-        return "".join(json.dumps(r) + "\n" for r in rows)
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, RUN_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return buf.getvalue()
-    if fmt == "md":
-        out = ["| " + " | ".join(RUN_COLUMNS) + " |", "|" + "---|" * len(RUN_COLUMNS)]
-        out += ["| " + " | ".join(_md_escape(str(r[k] or "")) for k in RUN_COLUMNS) + " |"
-                for r in rows]
-        return "\n".join(out) + "\n"
-    raise ValueError(f"unknown output format {fmt!r} for runs; use md, csv, json or jsonl")
+    fields = [Field(k, numeric=k == "n_records") for k in RUN_COLUMNS]
+    try:
+        return textout.pick(fmt, rows, fields, doc={"schema_version": SCHEMA_VERSION},
+                            rows_key="runs")
+    except ValueError:
+        raise ValueError(f"unknown output format {fmt!r} for runs; use md, csv, json or "
+                         "jsonl") from None
 
 
 def render_runs(runs: Sequence[Any]) -> Table:

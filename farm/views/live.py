@@ -5,7 +5,8 @@ Pure core: `BenchState` + `apply(state, event)` (a reducer over the bench's even
 see `farm.bench.runner`) + `render(state) -> Table` (no I/O, testable with a capturing
 Console). `run_ui(events, done, console)` is the one UI loop: it drains the event queue,
 applies events and redraws with `rich.live.Live` on a terminal; when the console is not a
-terminal it prints each event as one JSON line instead of drawing (pipe-friendly).
+terminal it prints short human step lines instead (`farm.views.steps`: a log stays readable).
+With `events_out` every event is also written there as one JSON line (`--events FILE`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import json
 import queue
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+
+from farm.views.steps import StepLines
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "invalid": "red", "failed": "red",
                 "unavailable": "dim", "interrupted": "yellow"}
@@ -141,10 +144,12 @@ def render(state: BenchState) -> Table:
 
 
 def run_ui(events: queue.Queue[dict[str, Any]], done: Callable[[], bool],
-           console: Console | None = None, state: BenchState | None = None) -> BenchState:
-    """Consume events until `done()` and the queue is empty; draw or print jsonl."""
+           console: Console | None = None, state: BenchState | None = None,
+           events_out: TextIO | None = None) -> BenchState:
+    """Consume events until `done()` and the queue is empty; draw, or print step lines."""
     console = console or Console()
     state = state or BenchState()
+    steps = StepLines()
 
     def drain(block_s: float) -> bool:
         got = False
@@ -155,9 +160,13 @@ def run_ui(events: queue.Queue[dict[str, Any]], done: Callable[[], bool],
         while True:
             got = True
             apply(state, event)
+            if events_out is not None:
+                events_out.write(json.dumps(event, default=str) + "\n")
+                events_out.flush()
             if not console.is_terminal:
-                console.file.write(json.dumps(event, default=str) + "\n")
-                console.file.flush()
+                for line in steps.lines(event):
+                    # markup off: device details may hold brackets rich would parse
+                    console.print(line, markup=False, highlight=False, soft_wrap=True)
             try:
                 event = events.get_nowait()
             except queue.Empty:

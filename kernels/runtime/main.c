@@ -121,13 +121,18 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Profile `runs` runs and leave in p->ms each step's MEDIAN over them: one run preempted on a
- * busy device moves a mean, not a median. Every run records the same steps in the same order. */
-static int profile_median(fk_exec *ex, fk_prof *p, int runs) {
+ * busy device moves a mean, not a median. Every run records the same steps in the same order.
+ * *run_ms: the median wall time of the profiled runs themselves, so the report can tell a
+ * per-op total that does not add up to the end-to-end latency (farm/report/opcheck.py). */
+static int profile_median(fk_exec *ex, fk_prof *p, int runs, double *run_ms) {
     double *hist = malloc(sizeof(double) * (size_t)runs * FK_PROF_MAX), *col = malloc(sizeof(double) * (size_t)runs);
-    if (!hist || !col) return free(hist), free(col), -1;
+    double *wall = malloc(sizeof(double) * (size_t)runs);
+    if (!hist || !col || !wall) return free(hist), free(col), free(wall), -1;
     for (int r = 0; r < runs; r++) {
         memset(p->ms, 0, sizeof p->ms);
+        double t0 = fk_now_ms();
         fk_exec_run(ex, p);
+        wall[r] = fk_now_ms() - t0;
         memcpy(hist + (size_t)r * FK_PROF_MAX, p->ms, sizeof(double) * (size_t)p->n);
     }
     for (int i = 0; i < p->n; i++) {
@@ -135,11 +140,13 @@ static int profile_median(fk_exec *ex, fk_prof *p, int runs) {
         qsort(col, (size_t)runs, sizeof *col, cmp_double);
         p->ms[i] = runs % 2 ? col[runs / 2] : 0.5 * (col[runs / 2 - 1] + col[runs / 2]);
     }
-    free(hist), free(col);
+    qsort(wall, (size_t)runs, sizeof *wall, cmp_double);
+    *run_ms = runs % 2 ? wall[runs / 2] : 0.5 * (wall[runs / 2 - 1] + wall[runs / 2]);
+    free(hist), free(col), free(wall);
     return 0;
 }
 
-static void print_ops(const fk_prof *p) {
+static void print_ops(const fk_prof *p, double run_ms) {
     static const char *cats[] = {"attention", "fc", "layernorm", "gelu", "other"};
     double per[5] = {0}, total = 0;
     for (int i = 0; i < p->n; i++)
@@ -147,7 +154,7 @@ static void print_ops(const fk_prof *p) {
             if (!strcmp(p->cat[i], cats[c])) per[c] += p->ms[i], total += p->ms[i];
     printf("{\"ev\": \"ops\", \"runs\": %d, \"categories\": {", p->runs);
     for (int c = 0; c < 5; c++) printf("%s\"%s\": %.4f", c ? ", " : "", cats[c], per[c]);
-    printf("}, \"total_ms\": %.4f, \"nodes\": [", total);
+    printf("}, \"total_ms\": %.4f, \"run_ms\": %.4f, \"nodes\": [", total, run_ms);
     for (int i = 0; i < p->n; i++) {
         char q[256];
         fk_json_quote(p->name[i], q, sizeof q);
@@ -235,8 +242,9 @@ int main(int argc, char **argv) {
     }
     print_samples(ms, (int)n);
     if (c.profile_runs > 0) {
-        if (profile_median(&ex, &prof, c.profile_runs) != 0) return die("out of memory for the profile");
-        print_ops(&prof);
+        double run_ms = 0;
+        if (profile_median(&ex, &prof, c.profile_runs, &run_ms) != 0) return die("out of memory for the profile");
+        print_ops(&prof, run_ms);
     }
     if (c.outputs) {
         char path[2048];

@@ -1,6 +1,7 @@
-"""`BenchRun`: the real `farm bench` CLI in a subprocess, its jsonl events read as they
-stream (so a fault can be injected at a chosen moment, and SIGINT sent like a Ctrl-C), and
-`check_failed_alone`, the common end of a scenario where one device failed.
+"""`BenchRun`: the real `farm bench` CLI in a subprocess, its jsonl events (`--events -`:
+the default output off a terminal is human step lines) read as they stream (so a fault
+can be injected at a chosen moment, and SIGINT sent like a Ctrl-C), and `check_failed_alone`,
+the common end of a scenario where one device failed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class BenchRun:
         self.home = home
         self.store = store
         argv = [sys.executable, "-m", "farm.cli.main", "--inventory", str(inventory), "bench",
-                "--store", str(store),
+                "--store", str(store), "--events", "-",
                 *[a for d in devices for a in ("--device", d)], *FAST_ARGS,
                 "--runs", str(runs), "--min-time", str(min_time),
                 "--max-time", str(max(min_time * 3, 10)), *(extra or [])]
