@@ -32,9 +32,9 @@ from rich.table import Table
 from rich.text import Text
 from scipy.stats import mannwhitneyu
 
-from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
 from farm.results import textout
 from farm.results.config_flags import config_flags, config_label
+from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
 from farm.results.textout import Field
 
 ALPHA = 0.05
