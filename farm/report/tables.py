@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from farm.results.emulation import device_label
+
 REPORT_VERSION = 1
 
 # kind -> (unit, format); the unit is what the raw value is in
@@ -85,6 +87,14 @@ def cell(column: Column, value: Any) -> str:
     return KINDS[column.kind][1].format(value)
 
 
+def row_cell(column: Column, row: Mapping[str, Any]) -> str:
+    """`cell` of one row's value; an emulated row's device reads `NAME (emulated)`."""
+    text = cell(column, row.get(column.key))
+    if column.key == "device" and row.get("emulated"):
+        return device_label(text, True)
+    return text
+
+
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -96,7 +106,7 @@ def table_md(table: ReportTable) -> str:
     if not table.rows:
         lines.append("| " + " | ".join(["(none)"] + [""] * (len(table.columns) - 1)) + " |")
     for row in table.rows:
-        lines.append("| " + " | ".join(_md_escape(cell(c, row.get(c.key)))
+        lines.append("| " + " | ".join(_md_escape(row_cell(c, row))
                                        for c in table.columns) + " |")
     return "\n".join(lines) + "\n"
 

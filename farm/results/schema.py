@@ -75,6 +75,8 @@ FIELDS: tuple[Field, ...] = (
     Field("accuracy", "json", "output comparison: reference, max abs/rel diff, tolerance, ok"),
     Field("sizes", "json", "bytes: runtime, code, weights"),
     Field("policy", "json", "measurement policy: warmup, min runs, min/max time, seed"),
+    Field("emulated", "int", "1 when the device ran under an emulator (inventory flag or "
+                             "the agent's qemu-user probe): latency not ranked or gated"),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
