@@ -81,3 +81,16 @@ def test_every_report_printer_marks_the_device(stored):
     doc = json.loads(format_report(report, "json"))
     assert doc["meta"]["emulated_devices"] == [EMU]
     assert {r["device"] for r in doc["tables"]["latency"]["rows"]} == {"local", EMU}
+
+
+def test_compare_does_not_rank_emulated(stored):
+    from farm.results.compare import compare_records, format_comparisons, render_comparisons
+    from farm.results.emulation import NOT_COMPARED
+
+    comps = compare_records(stored, stored)
+    emu = [c for c in comps if c.device == EMU]
+    assert emu and all(c.verdict == NOT_COMPARED and c.p_value is None and c.ratio is None
+                       for c in emu)
+    assert all(c.verdict != NOT_COMPARED for c in comps if c.device == "local")
+    assert f"| {EMU} (emulated) |" in format_comparisons(comps, "md")
+    assert f"{EMU} (emulated)" in _text([render_comparisons(comps, "a", "b")])
