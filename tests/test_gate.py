@@ -108,7 +108,11 @@ def test_tags_in_the_store(tmp_path):
         assert tags.resolve(store, "main") == first
         assert tags.resolve(store, "latest") == second
         tags.tag_run(store, "latest", "main")  # re-tagging moves the name
-        assert tags.tags(store) == {"main": second}
+        assert tags.tags(store) == {"main": [second]}
+        assert tags.tag_runs(store, [first, second], "suite") == [first, second]
+        assert tags.resolve_runs(store, "suite") == [first, second]
+        with pytest.raises(StoreError, match="names 2 runs"):
+            tags.resolve(store, "suite")
         with pytest.raises(UsageError):
             tags.tag_run(store, first, "latest")
         with pytest.raises(StoreError, match="no run matches"):

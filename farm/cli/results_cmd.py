@@ -141,6 +141,6 @@ def run_tags(args: argparse.Namespace) -> int:
     from farm.results.tags import tags
 
     with ResultStore(args.store, create=False) as store:
-        for name, run_id in tags(store).items():
-            print(f"{name}\t{run_id}")
+        for name, run_ids in tags(store).items():
+            print(f"{name}\t{','.join(run_ids)}")
     return 0

@@ -193,12 +193,13 @@ def gate_records(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], 
 
 
 def gate_runs(store: Any, base: str, new: str, **kwargs: Any) -> GateResult:
-    """Resolve BASE and NEW (run id, prefix, `latest` or tag) in a store and gate them."""
+    """Resolve BASE and NEW (run id, prefix, `latest` or a tag, which may name several
+    runs: their records are pooled per key) in a store and gate them."""
     from farm.results import tags
 
-    base_id, new_id = tags.resolve(store, base), tags.resolve(store, new)
-    return gate_records(store.records(base_id), store.records(new_id), base_run=base_id,
-                        new_run=new_id, **kwargs)
+    base_ids, new_ids = tags.resolve_runs(store, base), tags.resolve_runs(store, new)
+    return gate_records(store.records(base_ids), store.records(new_ids),
+                        base_run=",".join(base_ids), new_run=",".join(new_ids), **kwargs)
 
 
 # -- printers ------------------------------------------------------------------------------
