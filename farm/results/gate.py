@@ -110,7 +110,8 @@ class GateResult:
                 f"Mann-Whitney U one-sided p < {self.alpha} on the raw samples")
 
 
-def _key(rec: dict[str, Any]) -> tuple[Any, ...]:
+def key_of(rec: dict[str, Any]) -> tuple[Any, ...]:
+    """The gate key of a record: (device, route, model, variant, threads, config)."""
     config = config_label(config_flags(rec.get("build_flags")))
     return (*(rec.get(k) for k in KEY_FIELDS[:-1]), config)
 
@@ -123,7 +124,7 @@ def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
 def _group(records: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
     out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for rec in records:
-        out.setdefault(_key(rec), []).append(rec)
+        out.setdefault(key_of(rec), []).append(rec)
     return out
 
 
