@@ -94,3 +94,22 @@ def test_compare_does_not_rank_emulated(stored):
     assert all(c.verdict != NOT_COMPARED for c in comps if c.device == "local")
     assert f"| {EMU} (emulated) |" in format_comparisons(comps, "md")
     assert f"{EMU} (emulated)" in _text([render_comparisons(comps, "a", "b")])
+
+
+def test_live_view_marks_an_emulated_device():
+    import io
+
+    from farm.views.live import BenchState, apply, render
+
+    state = BenchState()
+    for event in ({"device": None, "event": "run", "run_id": "R", "model": "tiny",
+                   "devices": ["pixel7", "lab1"], "routes": ["ort"]},
+                  {"device": "pixel7", "event": "phase", "phase": "running", "total": 1,
+                   "emulated": True},
+                  {"device": "lab1", "event": "phase", "phase": "running", "total": 1,
+                   "emulated": False}):
+        apply(state, event)
+    console = Console(file=io.StringIO(), force_terminal=True, color_system=None, width=160)
+    console.print(render(state))
+    text = console.file.getvalue()
+    assert "pixel7 (emulated)" in text and "lab1 (emulated)" not in text

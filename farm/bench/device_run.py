@@ -39,6 +39,7 @@ from farm.deploy import deploy_device
 from farm.errors import BuildError, DeployError, FarmError
 from farm.inventory.device import Device
 from farm.protocol.session import AgentSession, RouteFailed
+from farm.results.emulation import record_emulated
 from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE
 from farm.results.store import ResultStore
 from farm.transports import Transport, open_transport
@@ -173,7 +174,8 @@ class DeviceRun:
         order = interleaved_order(available, self.config.repeats, self.config.seed)
         left = {r: self.config.repeats for r in available}
         outcomes = {r: RouteOutcome(r) for r in available}
-        self.emit("phase", phase="running", total=len(order))
+        emulated = record_emulated(self.device.emulated, (self.hello or {}).get("cpu"))
+        self.emit("phase", phase="running", total=len(order), emulated=bool(emulated))
         for index, route in enumerate(order):
             if route in done:
                 continue
