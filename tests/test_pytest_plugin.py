@@ -98,12 +98,17 @@ def test_a_device_that_is_down_is_skipped_with_the_reason(tmp_path):
 @pytest.mark.aarch64
 def test_sample_suite_on_the_lab_pixel7_is_emulated_and_not_gated(lab, tmp_path):
     lab.require("pixel7")
+    from farm.inventory import load_inventory
+
+    inventory = load_inventory(str(lab.inventory_path))  # `farm lab` writes the flag
+    assert inventory.get("pixel7").emulated and not inventory.get("lab1").emulated
     _suite(tmp_path)
     opts = ["--farm-inventory", str(lab.inventory_path), "--farm-device", "pixel7"]
     first = _pytest(tmp_path, *opts, "-k", "fast", "--farm-tag", "main", timeout=1200)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "pixel7 (emulated) ort tiny-fp32" in first.stdout
     assert "[emulated: not gated]" in first.stdout
+    print(first.stdout.split("farm benchmarks")[-1])  # the figures, for the record (-s)
     second = _pytest(tmp_path, *opts, "-k", "main", timeout=1200)
     out = second.stdout
     assert second.returncode == 0, out + second.stderr
