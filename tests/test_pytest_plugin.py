@@ -52,12 +52,26 @@ def _leases(tmp_path: Path) -> list[Path]:
     return list((tmp_path / "home").glob("locks/*.lease"))
 
 
-def test_entry_point_names_the_plugin():
+def test_entry_point_loads_the_plugin_alone_and_next_to_dash_p(tmp_path):
+    """pyproject's pytest11 entry point, installed as pip would (a dist-info on the path):
+    pytest loads the plugin by itself, and `-p farm.pytest_plugin` does not load it twice."""
     text = (REPO / "pyproject.toml").read_text()
-    assert '[project.entry-points.pytest11]\nfarm = "farm.pytest_plugin"\n' in text
-    import farm.pytest_plugin as plugin
-
-    assert callable(plugin.pytest_addoption) and callable(plugin.farm_bench)
+    section = text.split("[project.entry-points.pytest11]\n", 1)[1].split("\n", 1)[0]
+    name, value = (part.strip().strip('"') for part in section.split("="))
+    assert value == "farm.pytest_plugin"
+    info = tmp_path / "site" / "farm-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: farm\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(f"[pytest11]\n{name} = {value}\n")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_a.py").write_text(
+        "def test_a(farm_session):\n    assert farm_session.device_name == 'local'\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path / "site")])}
+    for extra in ([], ["-p", "farm.pytest_plugin"]):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               *extra, "t"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_sample_suite_on_local(tmp_path):
