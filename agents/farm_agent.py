@@ -150,6 +150,23 @@ def normalized_arch():
     return "aarch64" if machine in ("arm64", "aarch64", "armv8l") else machine
 
 
+def emulator_path():
+    """The emulator this process runs under, or None when it runs natively.
+
+    qemu-user answers /proc/self/exe with the emulated program (it intercepts that one
+    path), but /proc/self/task/<tid>/exe is the kernel's own answer: the qemu binary. On
+    real hardware both name the same file."""
+    try:
+        claimed = os.readlink("/proc/self/exe")
+        tids = os.listdir("/proc/self/task")
+        actual = os.readlink("/proc/self/task/%s/exe" % tids[0])
+    except (OSError, IndexError):
+        return None
+    if actual != claimed and "qemu" in os.path.basename(actual):
+        return actual
+    return None
+
+
 def cpu_info():
     arch = normalized_arch()
     text = read_text("/proc/cpuinfo", "") or ""
@@ -170,7 +187,7 @@ def cpu_info():
     return {"arch": arch, "model": model or platform.processor() or "unknown",
             "features": features, "cores": os.cpu_count() or 1,
             "online": read_text("/sys/devices/system/cpu/online"),
-            "cpu_parts": sorted(parts)}
+            "cpu_parts": sorted(parts), "emulator": emulator_path()}
 
 
 def probe_module(module, timeout):

@@ -21,7 +21,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench",),                # orchestration: scheduler, backends, recorder
     ("report",),
     ("views",),
-    ("cli",),
+    ("cli", "testing"),        # front ends: the CLI and the pytest plugin's helpers
+    ("pytest_plugin",),        # the plugin module over farm.testing
 )
 
 

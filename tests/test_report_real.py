@@ -169,3 +169,16 @@ def test_farm_triangle_on_the_lab(lab, tmp_path, monkeypatch, capsys):
         _check_recomputed(store, run_id, doc)
     measured = [r for r in doc["tables"]["latency"]["rows"] if r["n"]]
     assert {r["device"] for r in measured} == {"lab1", "pixel7"}
+    # pixel7 is qemu-user: its records say so and no fastest route is named from them
+    from farm.results.emulation import NOT_RANKED
+
+    assert doc["meta"]["emulated_devices"] == ["pixel7"]
+    fastest = [r for r in doc["tables"]["decision"]["rows"] if r["criterion"] == "fastest"]
+    assert {r["device"] for r in fastest} == {"lab1", "pixel7"}
+    for row in fastest:
+        emulated = row["device"] == "pixel7"
+        assert (row["verdict"] == NOT_RANKED) is emulated, row
+        assert (row["winner"] is None) is emulated, row
+    with ResultStore(store_path, create=False) as store:
+        assert {(r["device"], r["emulated"]) for r in store.records(run_id)} == {
+            ("lab1", 0), ("pixel7", 1)}

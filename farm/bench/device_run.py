@@ -34,6 +34,7 @@ from farm.bench.routes import RoutePlan
 from farm.bench.rpc_backend import RpcBackend
 from farm.errors import BuildError, FarmError
 from farm.inventory.device import Device
+from farm.results.emulation import record_emulated
 from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE, unfinished_rounds
 from farm.results.stats import interleaved_order
 from farm.results.store import ResultStore
@@ -173,7 +174,8 @@ class DeviceRun:
         left = {r: self.config.repeats - len(outcomes[r].round_sizes) for r in available}
         order = remaining_order(interleaved_order(available, self.config.repeats,
                                                   self.config.seed), left)
-        self.emit("phase", phase="running", total=len(order))
+        emulated = record_emulated(self.device.emulated, (backend.hello or {}).get("cpu"))
+        self.emit("phase", phase="running", total=len(order), emulated=bool(emulated))
         for index, route in enumerate(order):
             if route in self.done:
                 continue

@@ -13,6 +13,11 @@ kernel when the agent dies); this lease is what lets the host safely reap a left
 
 Life cycle: `DeviceLease(device, run_id).acquire(wait_s)` → work → `release()`; or
 `with DeviceLease(...).hold(wait_s):`.
+
+Nesting: a lease taken with `nestable=True` (the pytest plugin's device fixture holds one
+for a whole test) lets leases of the SAME process on that device nest inside it: their
+acquire/release do nothing, so the test's own benches run while every other process still
+sees the device busy.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from farm.errors import FarmError
 from farm.paths import state_dir
 
 DEFAULT_TTL_S = 60.0
+# lease files this process holds with nestable=True (see "Nesting" above)
+_NESTABLE: set[Path] = set()
+_NEST_LOCK = threading.Lock()
 
 
 class LeaseBusy(FarmError):
@@ -57,7 +65,7 @@ class DeviceLease:
     """A renewable, expiring lease on one device (see module docstring)."""
 
     def __init__(self, device: str, run_id: str, *, ttl_s: float = DEFAULT_TTL_S,
-                 directory: Path | None = None) -> None:
+                 directory: Path | None = None, nestable: bool = False) -> None:
         self.device = device
         self.run_id = run_id
         self.ttl_s = ttl_s
@@ -65,6 +73,8 @@ class DeviceLease:
         self._stop = threading.Event()
         self._held = False
         self._thread: threading.Thread | None = None
+        self.nestable = nestable
+        self._nested = False
 
     def _content(self) -> dict[str, Any]:
         return {"holder": f"farm bench {self.run_id}", "pid": os.getpid(),
@@ -113,6 +123,10 @@ class DeviceLease:
         return True
 
     def acquire(self, wait_s: float = 0.0, poll_s: float = 0.5) -> None:
+        with _NEST_LOCK:
+            if self.path in _NESTABLE:
+                self._nested = True
+                return
         deadline = time.monotonic() + wait_s
         while not self._try_take():
             if time.monotonic() >= deadline:
@@ -130,6 +144,9 @@ class DeviceLease:
         self._thread = threading.Thread(target=self._renew, name=f"lease-{self.device}",
                                         daemon=True)
         self._thread.start()
+        if self.nestable:
+            with _NEST_LOCK:
+                _NESTABLE.add(self.path)
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
@@ -142,8 +159,13 @@ class DeviceLease:
             os.replace(tmp, self.path)
 
     def release(self) -> None:
+        if self._nested:
+            self._nested = False
+            return
         if not self._held:
             return
+        with _NEST_LOCK:
+            _NESTABLE.discard(self.path)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)

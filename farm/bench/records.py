@@ -12,6 +12,7 @@ from typing import Any
 
 from farm.bench.config import BenchConfig
 from farm.inventory.device import Device
+from farm.results.emulation import record_emulated
 from farm.results.schema import empty_record
 
 
@@ -131,4 +132,5 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
         sizes=sizes,
         policy=config.record_policy(),
         rounds=rounds,
+        emulated=record_emulated(device.emulated, hello.get("cpu")),
     )

@@ -15,6 +15,7 @@ from farm.devices.fanout import fan_out
 from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
 from farm.paths import state_dir
+from farm.results.emulation import device_label
 from farm.transports.trust import fetch_host_key, pin_host_key
 
 
@@ -49,8 +50,8 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_column(column)
     for d in devices:
         address = f"{d.user or 'root'}@{d.host}:{d.port}" if d.host else (d.key or "-")
-        table.add_row(d.name, d.transport, address, d.arch, d.triple, ",".join(d.features),
-                      str(d.cores), ",".join(d.tags))
+        table.add_row(device_label(d.name, d.emulated), d.transport, address, d.arch,
+                      d.triple, ",".join(d.features), str(d.cores), ",".join(d.tags))
     _stdout_console().print(table)
     return 0
 

@@ -3,7 +3,8 @@
 `list` prints every run; `show RUN` prints a run's records (RUN: an id, a unique prefix
 of one, or "latest"), optionally filtered by device/route and with chosen columns, as a
 table, md, csv, json, jsonl or sql;
-`check` runs the store's integrity check (exit 1 when it finds problems).
+`check` runs the store's integrity check (exit 1 when it finds problems);
+`tag RUN NAME` names a run (e.g. `main`) for `farm compare`; `tags` lists the names.
 """
 
 from __future__ import annotations
@@ -64,11 +65,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     check = actions.add_parser("check", help="integrity check of the store")
     add_store_option(check)
     check.set_defaults(func=run_check)
+    tag = actions.add_parser("tag", help="name a run (e.g. main) for `farm compare`")
+    tag.add_argument("run", metavar="RUN", help="run id, unique prefix, 'latest' or a tag")
+    tag.add_argument("name", metavar="NAME", help="the tag: letters, digits, '.', '_', '-'")
+    add_store_option(tag)
+    tag.set_defaults(func=run_tag)
+    tag_list = actions.add_parser("tags", help="every tag and the run it names")
+    add_store_option(tag_list)
+    tag_list.set_defaults(func=run_tags)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
-    raise UsageError("choose an action: list, show or check")
+    raise UsageError("choose an action: list, show, check, tag or tags")
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -116,4 +125,23 @@ def run_check(args: argparse.Namespace) -> int:
         raise StoreError(f"result store {path} failed its integrity check",
                          hint="the problems are listed above; a record whose statistics "
                               "disagree with its samples was edited after it was written")
+    return 0
+
+
+def run_tag(args: argparse.Namespace) -> int:
+    from farm.results.tags import tag_run
+
+    with ResultStore(args.store, create=False) as store:
+        run_id = tag_run(store, args.run, args.name)
+    print(f"tagged run {run_id} as {args.name!r} (farm compare {args.name} latest "
+          "--max-slowdown 5%)")
+    return 0
+
+
+def run_tags(args: argparse.Namespace) -> int:
+    from farm.results.tags import tags
+
+    with ResultStore(args.store, create=False) as store:
+        for name, run_ids in tags(store).items():
+            print(f"{name}\t{','.join(run_ids)}")
     return 0

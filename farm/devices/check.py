@@ -82,6 +82,13 @@ def evaluate(device: Device, probe: dict[str, Any]) -> CheckResult:
     governors = set((state.get("governor") or {}).values())
     if governors - {"performance"}:
         result.warnings.append(f"CPU governor {', '.join(sorted(governors))} (not performance)")
+    emulator = (probe.get("cpu") or {}).get("emulator")
+    if emulator or device.emulated:
+        why = f"runs under {emulator}" if emulator else "the inventory says emulated: true"
+        result.warnings.append(f"emulated ({why}): its latency is the emulator's, not the "
+                               "device's; reports will not rank or gate on it")
+        if emulator and not device.emulated:
+            result.warnings.append("add `emulated: true` to its inventory entry")
     result.healthy = not result.problems
     return result
 

@@ -50,6 +50,9 @@ class Device:
     key: str | None = None  # TVM RPC tracker key (transport tvm-rpc)
     tags: tuple[str, ...] = ()
     description: str = ""
+    # the device runs its code under an emulator (e.g. qemu-user): its latencies are not a
+    # phone's, so reports never rank routes or gate on them (sizes, memory still count)
+    emulated: bool = False
     source: str = field(default="<builtin>", compare=False)
 
     @property

@@ -283,6 +283,13 @@ def _list(item: Callable[[Located, _Ctx], str],
     return check
 
 
+def _bool(node: Located, ctx: _Ctx) -> bool:
+    if not isinstance(node.value, bool):
+        raise ctx.error(f"expected true or false, got {node.value!r}",
+                        hint="write `emulated: true` or `emulated: false`")
+    return node.value
+
+
 def _text(node: Located, ctx: _Ctx) -> str:
     if not isinstance(node.value, str) or len(node.value) > 1000:
         raise ctx.error("expected a short text", hint="write a one-line description")
@@ -309,6 +316,7 @@ _FIELDS: dict[str, _Field] = {
     "key": _Field(_str(_NAME_RE, "an RPC key of letters, digits, '.', '_', '-'"), ""),
     "tags": _Field(_list(_str(_NAME_RE, "a tag of letters, digits, '.', '_', '-'")), ""),
     "description": _Field(_text, ""),
+    "emulated": _Field(_bool, ""),
 }
 
 assert set(_FIELDS) == {f.name for f in fields(Device)} - {"source"}

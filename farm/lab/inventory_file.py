@@ -53,6 +53,8 @@ def write_inventory(state: LabState) -> Path:
             "python": dev.python,
             "workdir": dev.workdir,
             "tags": ["lab", "emulated", "qemu"] if emulated else ["lab", "native"],
+            # qemu-user time says nothing about a phone: reports must not rank it
+            "emulated": emulated,
             "description": (f"farm lab: emulated aarch64 (qemu-user {dev.name}), {where}"
                             if emulated else f"farm lab: native device, {where}"),
         })

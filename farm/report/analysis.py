@@ -44,6 +44,7 @@ from farm.report.configs import (
     group_records,
 )
 from farm.report.decision import Decision, build_cost, decisions, total_size
+from farm.report.emulated import mark_emulated
 from farm.report.fusion import FusionEffect, fusion_effects
 from farm.report.tables import Column, ReportTable
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED
@@ -309,4 +310,5 @@ def analyze(records: Iterable[Mapping[str, Any]], *, run_ids: Sequence[str] = ()
                   ops_table(configs), fusion_table(effects), availability_table(configs),
                   build_table(configs), decision_table(decided)):
         report.tables[table.name] = table
+    mark_emulated(report)
     return report

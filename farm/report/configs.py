@@ -38,6 +38,7 @@ from farm.results.config_flags import (  # noqa: F401  (re-exported)
     fusion_of,
     is_cost_key,
 )
+from farm.results.emulation import is_emulated
 from farm.results.stats import Summary, summarize
 from farm.results.validate import stats_params
 
@@ -67,6 +68,11 @@ class Config:
     records: tuple[dict[str, Any], ...] = field(repr=False)
 
     # -- identity ------------------------------------------------------------------------
+    @property
+    def emulated(self) -> bool:
+        """Measured under an emulator: its latency is not the device's (never ranked)."""
+        return any(is_emulated(r) for r in self.records)
+
     @property
     def label(self) -> str:
         return config_label(self.flags)

@@ -15,6 +15,10 @@ Contract: `decisions(configs)` -> `Decision` rows, five criteria per scope:
                 unavailable or failed route counts 0.
 * build cost  – lowest build + tune time (s, from `build_flags` build_s/tune_s).
 
+On an emulated device (`Config.emulated`) the fastest criterion names no winner: its
+verdict is "not ranked: emulated" (the emulator's speed on the host says nothing about the
+device); the other four criteria are decided as usual.
+
 Candidates per route are its *primary* configurations: measured, outputs valid (status
 not invalid), fusion not switched off (the off variants exist for the fusion table); when a
 route has several, the fastest by median represents it. Margin = runner-up / winner - 1,
@@ -28,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from farm.report.configs import SIZE_PARTS, Config
+from farm.results.emulation import NOT_RANKED
 
 MEMORY_TOL = 0.01
 WINS = "winner"
@@ -157,8 +162,12 @@ def decisions(configs: Sequence[Config]) -> list[Decision]:
             sa, sb = prim[a].summary, prim[b].summary
             return sa.ci95_low <= sb.ci95_high and sb.ci95_low <= sa.ci95_high  # type: ignore[union-attr]
 
-        rows.append(_decide(device, scope, "fastest", "median end-to-end latency", "ms",
-                            med, ci_overlap))
+        if any(c.emulated for c in group):
+            rows.append(Decision(device, scope, "fastest", "median end-to-end latency", "ms",
+                                 None, None, None, None, None, "%", NOT_RANKED))
+        else:
+            rows.append(_decide(device, scope, "fastest", "median end-to-end latency", "ms",
+                                med, ci_overlap))
         sizes = {r: v for r, c in prim.items() if (v := total_size(c)) is not None}
         rows.append(_decide(device, scope, "smallest", "runtime + code + weights", "bytes",
                             sizes, lambda a, b, s=sizes: s[a] == s[b]))

@@ -23,8 +23,10 @@ from typing import Any
 from farm.report import opcheck
 from farm.report.analysis import Report
 from farm.report.configs import CATEGORIES, SIZE_PARTS, Config
+from farm.report.emulated import device_labels, emulated_devices
 from farm.report.svg import BarRow, DistRow, distribution, grouped_bars, stacked_bars
-from farm.report.tables import ReportTable, cell
+from farm.report.tables import ReportTable, row_cell
+from farm.results.emulation import device_label
 
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1240px;
@@ -93,7 +95,7 @@ def table_html(table: ReportTable) -> str:
                 attrs += f' data-value="{float(value)!r}"'
             if classes:
                 attrs += f' class="{" ".join(classes)}"'
-            out.append(f"<td{attrs}>{escape(cell(c, value))}</td>")
+            out.append(f"<td{attrs}>{escape(row_cell(c, row))}</td>")
         out.append("</tr>")
     if not table.rows:
         out.append(f'<tr><td colspan="{len(table.columns)}">(none)</td></tr>')
@@ -114,6 +116,10 @@ def _row_label(c: Config) -> str:
     return f"{c.route} · {c.label}"
 
 
+def _label(report: Report, device: str) -> str:
+    return device_label(device, device in emulated_devices(report))
+
+
 def _by_device(report: Report) -> dict[str, list[Config]]:
     out: dict[str, list[Config]] = {}
     for c in report.configs:
@@ -127,7 +133,8 @@ def _latency_plots(report: Report) -> list[str]:
         rows = [DistRow(_row_label(c), c.samples_ms, _cfg_attrs(c)) for c in configs
                 if c.measured]
         if rows:
-            plots.append(distribution(rows, "ms", f"{device}: latency per inference "
+            plots.append(distribution(rows, "ms", f"{_label(report, device)}: latency per "
+                                      "inference "
                                       "(box q1–q3, red = median, black tick = p90, dots = "
                                       "samples)", {"data-device": device, "data-plot":
                                                    "latency"}))
@@ -141,7 +148,7 @@ def _ops_plots(report: Report) -> list[str]:
                 for c in configs if (cats := c.categories_ms()) is not None]
         if rows:
             plots.append(stacked_bars(rows, CATEGORIES, "ms",
-                                      f"{device}: per-op time by category",
+                                      f"{_label(report, device)}: per-op time by category",
                                       {"data-device": device, "data-plot": "ops"}))
     return plots
 
@@ -167,7 +174,7 @@ def _fusion_plots(report: Report) -> list[str]:
                                 "data-threads": e.threads,
                                 "data-reduction": repr(e.reduction_pct)}, note))
         plots.append(grouped_bars(rows, ("off", "on"), "ms",
-                                  f"{device}: fusion off vs on (reduction, 95% CI)",
+                                  f"{_label(report, device)}: fusion off vs on (reduction, 95% CI)",
                                   {"data-device": device, "data-plot": "fusion"}))
     return plots
 
@@ -180,8 +187,8 @@ def _memory_plots(report: Report) -> list[str]:
                 for c in configs if c.measured and c.peak("peak_vmhwm_kb") is not None]
         if rows:
             plots.append(grouped_bars(rows, ("VmHWM", "PSS"), "KiB",
-                                      f"{device}: peak memory", {"data-device": device,
-                                                                 "data-plot": "memory"}))
+                                      f"{_label(report, device)}: peak memory",
+                                      {"data-device": device, "data-plot": "memory"}))
     return plots
 
 
@@ -196,7 +203,8 @@ def _size_plots(report: Report) -> list[str]:
                     p: float(sizes[p]) / 1024.0 for p in SIZE_PARTS
                     if isinstance(sizes.get(p), (int, float))}, _cfg_attrs(c)))
         if rows:
-            plots.append(stacked_bars(rows, SIZE_PARTS, "KiB", f"{device}: binary size",
+            plots.append(stacked_bars(rows, SIZE_PARTS, "KiB",
+                                      f"{_label(report, device)}: binary size",
                                       {"data-device": device, "data-plot": "size"}))
     return plots
 
@@ -228,7 +236,7 @@ def render_html(report: Report) -> str:
         (t["build"].title, [_table_section(t["build"])]),
     ]
     title = (f"farm triangle report — {', '.join(report.models) or 'model ?'} on "
-             f"{', '.join(report.devices) or 'no device'}")
+             f"{', '.join(device_labels(report)) or 'no device'}")
     body = [f"<h1>{escape(title)}</h1>",
             f'<p class="caption">Runs {escape(", ".join(report.run_ids) or "-")}. Every '
             "number below is computed from the stored raw records (samples, per-op profile, "

@@ -8,6 +8,7 @@ table is `farm.report.terminal`, the HTML page `farm.report.html`.
 from __future__ import annotations
 
 from farm.report.analysis import Report
+from farm.report.emulated import device_labels, emulated_devices
 from farm.report.tables import to_csv, to_json, to_md
 
 TEXT_FORMATS = ("md", "csv", "json")
@@ -16,7 +17,7 @@ TEXT_FORMATS = ("md", "csv", "json")
 def _md_header(report: Report) -> str:
     lines = [f"# farm triangle report — {', '.join(report.models) or 'model ?'}", ""]
     lines.append(f"Runs: {', '.join(report.run_ids) or '(records given directly)'}; "
-                 f"devices: {', '.join(report.devices) or '-'}. Every number is computed "
+                 f"devices: {', '.join(device_labels(report)) or '-'}. Every number is computed "
                  "from the stored raw records.")
     return "\n".join(lines) + "\n"
 
@@ -28,5 +29,6 @@ def format_report(report: Report, fmt: str) -> str:
     if fmt == "csv":
         return to_csv(tables)
     if fmt == "json":
-        return to_json(tables, report.meta())
+        return to_json(tables, {**report.meta(),
+                                "emulated_devices": sorted(emulated_devices(report))})
     raise ValueError(f"unknown report format {fmt!r}; use one of {', '.join(TEXT_FORMATS)}")

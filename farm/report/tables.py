@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from farm.results.emulation import device_label
 from farm.results.textout import Field, csv_table, md_table
 
 REPORT_VERSION = 1
@@ -86,11 +87,20 @@ def cell(column: Column, value: Any) -> str:
     return KINDS[column.kind][1].format(value)
 
 
+def row_cell(column: Column, row: Mapping[str, Any]) -> str:
+    """`cell` of one row's value; an emulated row's device reads `NAME (emulated)`."""
+    text = cell(column, row.get(column.key))
+    if column.key == "device" and row.get("emulated"):
+        return device_label(text, True)
+    return text
+
+
 def table_md(table: ReportTable) -> str:
-    fields = [Field(c.key, c.label, c.numeric, text=lambda v, c=c: cell(c, v))
+    fields = [Field(c.key, c.label, c.numeric, text=lambda v, c=c: v)
               for c in table.columns]
+    rows = [{c.key: row_cell(c, row) for c in table.columns} for row in table.rows]
     return "\n".join([f"## {table.title}", "", table.caption, ""]) + "\n" + md_table(
-        table.rows, fields, empty="(none)")
+        rows, fields, empty="(none)")
 
 
 def to_md(tables: Sequence[ReportTable], header: str = "") -> str:

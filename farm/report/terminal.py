@@ -16,7 +16,8 @@ from rich.text import Text
 
 from farm.report import opcheck
 from farm.report.analysis import Report
-from farm.report.tables import Column, ReportTable, cell
+from farm.report.emulated import device_labels
+from farm.report.tables import Column, ReportTable, cell, row_cell
 
 _STATUS_STYLE = {"ok": "green", "invalid": "red", "partial": "yellow", "failed": "red",
                  "unavailable": "dim"}
@@ -66,7 +67,7 @@ def render_table(table: ReportTable) -> Table:
         out.add_row(*(["(none)"] + [""] * (len(cols) - 1)))
     for row in table.rows:
         # Text, not markup: cells hold brackets and JSON that rich would parse
-        out.add_row(*[Text(cell(c, row.get(c.key)), style=_style(c, row.get(c.key)))
+        out.add_row(*[Text(row_cell(c, row), style=_style(c, row.get(c.key)))
                       for c in cols])
     return out
 
@@ -74,7 +75,7 @@ def render_table(table: ReportTable) -> Table:
 def header(report: Report) -> Text:
     text = Text("triangle report", style="bold")
     text.append(f" — runs {', '.join(report.run_ids) or '(records given directly)'}; "
-                f"devices {', '.join(report.devices) or '-'}; "
+                f"devices {', '.join(device_labels(report)) or '-'}; "
                 f"models {', '.join(report.models) or '-'}")
     return text
 

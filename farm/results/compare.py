@@ -13,7 +13,8 @@ fusion-on and fusion-off records of one triangle are never pooled together:
   on the raw samples of A and B; the direction is the test's (U of A vs n_a*n_b/2);
 * `verdict`: "faster" / "slower" (B relative to A) when p < alpha (0.05), otherwise
   "no significant difference"; "only in A", "only in B" or "not measured" (a side has no
-  samples: failed, unavailable) when there is nothing to test.
+  samples: failed, unavailable) when there is nothing to test; "not compared: emulated"
+  when a side was measured under an emulator (its latency is not the device's).
 
 Several records of one key in one run (repeats) are pooled. `note` says what the reader
 should know: different models, invalid outputs, drift flags, pooling.
@@ -34,6 +35,7 @@ from scipy.stats import mannwhitneyu
 
 from farm.results import textout
 from farm.results.config_flags import config_flags, config_label
+from farm.results.emulation import NOT_COMPARED, WHY, device_label, is_emulated
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
 from farm.results.textout import Field
 
@@ -60,6 +62,7 @@ class Comparison:
     p_value: float | None
     verdict: str
     note: str
+    emulated: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,7 +162,14 @@ def compare_records(
             result["verdict"] = NOT_MEASURED
         else:
             result = _test(a, b, alpha, seed, n_boot)
-        out.append(Comparison(*key, n_a=len(a), n_b=len(b), note="; ".join(notes), **result))
+        emulated = any(is_emulated(r) for r in recs_a + recs_b)
+        if emulated and result["verdict"] not in (ONLY_A, ONLY_B, NOT_MEASURED):
+            # medians shown for the record, but no ratio, test or verdict on them
+            result.update(ratio=None, ratio_ci_low=None, ratio_ci_high=None, p_value=None,
+                          verdict=NOT_COMPARED)
+            notes.insert(0, WHY)
+        out.append(Comparison(*key, n_a=len(a), n_b=len(b), note="; ".join(notes),
+                              emulated=emulated, **result))
     return out
 
 
@@ -187,14 +197,19 @@ def format_comparisons(comps: Sequence[Comparison], fmt: str, *, alpha: float = 
     fields = [Field(k, numeric=k in _NUMERIC, text=lambda v, k=k: _cell(v, k))
               for k in COMPARISON_FIELDS]
     try:
-        return textout.pick(fmt, [c.as_dict() for c in comps], fields,
+        rows = [c.as_dict() for c in comps]
+        if fmt == "md":
+            for r in rows:
+                r["device"] = device_label(r["device"], r["emulated"])
+        return textout.pick(fmt, rows, fields,
                             doc={"alpha": alpha}, rows_key="comparisons")
     except ValueError:
         raise ValueError(f"unknown output format {fmt!r}; use table, json, jsonl, csv or md"
                          ) from None
 
 
-_VERDICT_STYLE = {FASTER: "green", SLOWER: "red", SAME: "", NOT_MEASURED: "yellow"}
+_VERDICT_STYLE = {FASTER: "green", SLOWER: "red", SAME: "", NOT_MEASURED: "yellow",
+                  NOT_COMPARED: "yellow"}
 
 
 def render_comparisons(comps: Sequence[Comparison], run_a: str, run_b: str, *,
@@ -218,8 +233,8 @@ def render_comparisons(comps: Sequence[Comparison], run_a: str, run_b: str, *,
     for c in comps:
         ci = ("" if c.ratio_ci_low is None or c.ratio_ci_high is None
               else f"[{c.ratio_ci_low:.3f}, {c.ratio_ci_high:.3f}]")
-        cells = [c.device, c.route, _cell(c.variant, "variant"), _cell(c.threads, "threads"),
-                 c.config,
+        cells = [device_label(c.device, c.emulated), c.route, _cell(c.variant, "variant"),
+                 _cell(c.threads, "threads"), c.config,
                  str(c.n_a), str(c.n_b), _cell(c.median_a_ms, "m"), _cell(c.median_b_ms, "m"),
                  _cell(c.ratio, "ratio"), ci, _cell(c.p_value, "p_value")]
         table.add_row(*[Text(x) for x in cells],

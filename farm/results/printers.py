@@ -34,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.results import textout
+from farm.results.emulation import device_label, is_emulated
 from farm.results.schema import FIELDS, SCHEMA_VERSION
 from farm.results.store import records_table_sql
 from farm.results.textout import Field
@@ -95,6 +96,9 @@ def _ci_cell(r: dict[str, Any]) -> str:
 
 
 COLUMNS: dict[str, Column] = {f.name: _field_column(f.name, f.type) for f in FIELDS}
+# an emulated device reads "pixel7 (emulated)" wherever a person reads the device name
+COLUMNS["device"] = Column("device", "device", ("device",),
+                           lambda r: device_label(str(r.get("device") or ""), is_emulated(r)))
 COLUMNS["ci95"] = Column("ci95", "95% CI median ms", ("ci95_low_ms", "ci95_high_ms"),
                          _ci_cell, True)
 ALL_COLUMNS = tuple(f.name for f in FIELDS)

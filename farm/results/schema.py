@@ -77,6 +77,8 @@ FIELDS: tuple[Field, ...] = (
     Field("policy", "json", "measurement policy: warmup, min runs, min/max time, seed"),
     Field("rounds", "json", "repeats of the route: planned, done, samples per round; why it "
                             "stopped early and the record it resumed, if so"),
+    Field("emulated", "int", "1 when the device ran under an emulator (inventory flag or "
+                             "the agent's qemu-user probe): latency not ranked or gated"),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)

@@ -233,6 +233,22 @@ class ResultStore:
                              hint="give more characters of the run id")
         return str(ids[0])
 
+    # -- meta ----------------------------------------------------------------------------
+    def set_meta(self, key: str, value: str) -> None:
+        """Set one key of the meta table (e.g. a run tag, `farm.results.tags`)."""
+        if key == "schema_version":
+            raise StoreError("the schema version of a store is not set by hand")
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        """Meta keys starting with `prefix` (prefix removed) and their values."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key",
+                (len(prefix), prefix)).fetchall()
+        return {str(k)[len(prefix):]: str(v) for k, v in rows}
+
     # -- records -------------------------------------------------------------------------
     def add(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Validate, complete (see `validate.normalize_record`) and store one record in

@@ -22,6 +22,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from farm.results.emulation import device_label
 from farm.views.steps import StepLines
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "invalid": "red", "failed": "red",
@@ -45,6 +46,7 @@ class DeviceView:
     finished: list[tuple[str, str, float | None, int]] = field(default_factory=list)
     status: str | None = None
     detail: str = ""
+    emulated: bool = False
 
 
 @dataclass
@@ -77,6 +79,7 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
     dev = state.device(name)
     if kind == "phase":
         dev.phase = event["phase"]
+        dev.emulated = bool(event.get("emulated", dev.emulated))
         dev.total = event.get("total", dev.total)
     elif kind == "route_start":
         dev.phase, dev.route, dev.stage = "running", event["route"], "starting"
@@ -136,7 +139,8 @@ def render(state: BenchState) -> Table:
             finished.append("  ")
         if dev.detail and dev.status not in (None, "ok"):
             finished.append(dev.detail[:120], style="red")
-        table.add_row(name, phase, route, _bar(dev.progress) if dev.route else "",
+        table.add_row(device_label(name, dev.emulated), phase, route,
+                      _bar(dev.progress) if dev.route else "",
                       str(dev.n) if dev.route else "", _num(dev.median_ms),
                       _num(dev.p90_ms), _num(dev.freq_mhz, digits=4),
                       _num(dev.temp_c, digits=3), finished)

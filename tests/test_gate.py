@@ -1,0 +1,168 @@
+"""`farm compare --max-slowdown`: the regression gate, its exit codes and run tags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from farm.build.models.config import EncoderConfig
+from farm.build.models.encoder import build_encoder
+from farm.cli.main import main
+from farm.errors import StoreError, UsageError
+from farm.results import tags
+from farm.results.emulation import NOT_COMPARED
+from farm.results.gate import (
+    EXIT_REGRESSION,
+    NOT_SLOWER,
+    ONLY_BASE,
+    REGRESSION,
+    SLOWER_NOT_SIGNIFICANT,
+    WITHIN_LIMIT,
+    format_gate,
+    gate_records,
+    parse_slowdown,
+)
+from farm.results.store import ResultStore
+
+
+def _rec(samples, route: str = "ort", **over):  # type: ignore[no-untyped-def]
+    rec = {"device": "local", "route": route, "model": "tiny-fp32", "variant": "fp32",
+           "threads": 1, "status": "ok", "model_hash": "h",
+           "samples_ms": [float(v) for v in samples]}
+    rec.update(over)
+    return rec
+
+
+RNG = np.random.default_rng(5)
+BASE = RNG.normal(10.0, 0.2, 60)
+
+
+def test_parse_slowdown():
+    assert parse_slowdown("5%") == pytest.approx(0.05)
+    assert parse_slowdown("12.5 %") == pytest.approx(0.125)
+    assert parse_slowdown("5") == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="not a percentage"):
+        parse_slowdown("five")
+
+
+def test_significant_slowdown_over_the_limit_is_a_regression():
+    slow = RNG.normal(11.0, 0.2, 60)  # +10 %
+    result = gate_records([_rec(BASE)], [_rec(slow)], max_slowdown=0.05)
+    (row,) = result.rows
+    assert row.verdict == REGRESSION and row.slowdown_pct == pytest.approx(
+        (np.median(slow) / np.median(BASE) - 1) * 100)
+    assert row.p_value is not None and row.p_value < 1e-6
+    assert result.exit_code == EXIT_REGRESSION and not result.passed
+    # the same data under a 20 % limit: significant, but within the limit
+    (row,) = gate_records([_rec(BASE)], [_rec(slow)], max_slowdown=0.20).rows
+    assert row.verdict == WITHIN_LIMIT
+
+
+def test_large_but_not_significant_never_fails():
+    # 3 samples each: twice as slow, but the exact one-sided p is 0.05, not below it
+    result = gate_records([_rec([1.0, 1.1, 1.2])], [_rec([2.0, 2.1, 2.2])],
+                          max_slowdown=0.05, alpha=0.05)
+    assert result.rows[0].verdict == SLOWER_NOT_SIGNIFICANT and result.exit_code == 0
+    loose = gate_records([_rec([1.0, 1.1, 1.2])], [_rec([2.0, 2.1, 2.2])], alpha=0.1)
+    assert loose.rows[0].verdict == REGRESSION
+
+
+def test_faster_and_p90_metric():
+    fast = RNG.normal(9.0, 0.2, 60)
+    assert gate_records([_rec(BASE)], [_rec(fast)]).rows[0].verdict == NOT_SLOWER
+    # median 0.5 % slower (within 5 %), tail 24 % slower: only the p90 gate fails
+    base = np.concatenate([np.full(60, 10.0), np.full(40, 10.5)]) + RNG.normal(0, .01, 100)
+    tail = np.concatenate([np.full(60, 10.05), np.full(40, 13.0)]) + RNG.normal(0, .01, 100)
+    med = gate_records([_rec(base)], [_rec(tail)], metric="median").rows[0]
+    p90 = gate_records([_rec(base)], [_rec(tail)], metric="p90").rows[0]
+    assert med.verdict == WITHIN_LIMIT and p90.verdict == REGRESSION
+
+
+def test_keys_model_fusion_and_emulated():
+    slow = RNG.normal(20.0, 0.2, 60)
+    base = [_rec(BASE), _rec(BASE, build_flags={"fusion": False}),
+            _rec(BASE, device="pixel7", emulated=1), _rec(BASE, model="other")]
+    new = [_rec(BASE), _rec(slow, build_flags={"fusion": False}),
+           _rec(slow, device="pixel7", emulated=1)]
+    rows = {(r.device, r.model, r.config): r for r in gate_records(base, new).rows}
+    assert rows[("local", "tiny-fp32", "default")].verdict != REGRESSION
+    fused_off = next(r for k, r in rows.items() if k[0] == "local" and k[2] != "default")
+    assert fused_off.verdict == REGRESSION and "fusion" in fused_off.config
+    emu = rows[("pixel7", "tiny-fp32", "default")]
+    assert emu.verdict == NOT_COMPARED and emu.slowdown_pct is None and emu.emulated
+    assert rows[("local", "other", "default")].verdict == ONLY_BASE
+    md = format_gate(gate_records(base, new), "md")
+    assert md.startswith("**farm gate FAIL: 1 regression")
+    assert "pixel7 (emulated)" in md and "not compared: emulated" in md
+
+
+def test_tags_in_the_store(tmp_path):
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        first = store.start_run("farm bench")
+        second = store.start_run("farm bench")
+        assert tags.tag_run(store, first, "main") == first
+        assert tags.resolve(store, "main") == first
+        assert tags.resolve(store, "latest") == second
+        tags.tag_run(store, "latest", "main")  # re-tagging moves the name
+        assert tags.tags(store) == {"main": [second]}
+        assert tags.tag_runs(store, [first, second], "suite") == [first, second]
+        assert tags.resolve_runs(store, "suite") == [first, second]
+        with pytest.raises(StoreError, match="names 2 runs"):
+            tags.resolve(store, "suite")
+        with pytest.raises(UsageError):
+            tags.tag_run(store, first, "latest")
+        with pytest.raises(StoreError, match="no run matches"):
+            tags.resolve(store, "nope")
+
+
+# -- end to end: real benches on `local` ---------------------------------------------------
+BENCH = ["bench", "--routes", "ort", "--runs", "40", "--min-time", "0.3", "--max-time", "2",
+         "--warmup", "3", "--warmup-time", "0.05", "--profile-runs", "1", "--pause", "0",
+         "--output", "json"]
+
+
+def _encoder(path: Path, layers: int) -> None:
+    config = EncoderConfig(layers=layers, hidden=64, heads=2, ffn=256, seq=32, vocab=512)
+    onnx.save(build_encoder(config), str(path))
+
+
+def _bench(model: Path, store: Path, capsys) -> str:  # type: ignore[no-untyped-def]
+    code = main([*BENCH, "--model", str(model), "--store", str(store)])
+    capsys.readouterr()
+    assert code == 0
+    with ResultStore(store, create=False) as s:
+        return s.resolve_run("latest")
+
+
+def test_gate_on_real_runs(tmp_path, monkeypatch, capsys):
+    """A model made slower (8 layers instead of 2, same name) fails the gate with exit 4;
+    a rerun of the unchanged model passes it. The limit is generous (50 %): this machine
+    is shared and two identical runs can differ by tens of percent."""
+    monkeypatch.setenv("FARM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("FARM_INVENTORY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    model, store = tmp_path / "encoder.onnx", tmp_path / "r.sqlite"
+    _encoder(model, 2)
+    base = _bench(model, store, capsys)
+    assert main(["results", "tag", base, "main", "--store", str(store)]) == 0
+    capsys.readouterr()
+    _bench(model, store, capsys)
+    same = main(["compare", "main", "latest", "--max-slowdown", "50%", "--output", "json",
+                 "--store", str(store)])
+    doc = json.loads(capsys.readouterr().out)
+    assert same == 0 and doc["passed"] and doc["base"] == base, doc
+    (row,) = doc["rows"]
+    assert row["model"] == "encoder" and row["verdict"] != REGRESSION
+    _encoder(model, 8)
+    _bench(model, store, capsys)
+    slow = main(["compare", "main", "latest", "--max-slowdown", "50%", "--output", "md",
+                 "--store", str(store)])
+    md = capsys.readouterr().out
+    assert slow == EXIT_REGRESSION, md
+    assert md.startswith("**farm gate FAIL: 1 regression") and "**REGRESSION**" in md
+    assert "model file changed" in md
+    print(md)  # the figures, for the record (pytest -s)
