@@ -21,8 +21,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bench",),                # orchestration: scheduler, backends, recorder
     ("report",),
     ("views",),
-    ("cli", "testing"),        # front ends: the CLI and the pytest plugin's helpers
-    ("pytest_plugin",),        # the plugin module over farm.testing
+    ("testing",),              # the pytest plugin's sessions and results (over bench)
+    ("cli", "pytest_plugin"),  # front ends: the CLI, the pytest plugin
 )
 
 
