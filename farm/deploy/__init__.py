@@ -1,23 +1,61 @@
-"""Deploy: push the agent, runners and built artifacts to devices (content-addressed)."""
+"""Deploy: push the agent, runners and built artifacts to devices (content-addressed).
+
+What a device receives is chosen by `farm.deploy.selection.ship_list` (the CLI and the
+bench both go through it); `deploy_device` moves it (resumable, verified).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 
+from farm.build.registry import Artifact
 from farm.deploy.bundle import bundle_for
 from farm.deploy.deployer import DeployResult, Progress, deploy_device
-from farm.devices.fanout import fan_out
 from farm.inventory.device import Device
 
-
-def deploy(devices: Sequence[Device], progress: Progress | None = None,
-           model_sha: str | None = None) -> dict[str, DeployResult]:
-    """Deploy each device's bundle in parallel; one device's failure never stops the others.
-    `model_sha`: only the artifacts built from that model (see `bundle_for`)."""
-    outcomes = fan_out(devices, lambda d: deploy_device(d, bundle_for(d, model_sha=model_sha),
-                                                        progress))
-    return {name: (o if isinstance(o, DeployResult) else DeployResult(name, error=str(o)))
-            for name, o in outcomes.items()}
+Bundle = Callable[[Device], list[Artifact]]
+MAX_PARALLEL = 16  # devices uploading at once (as `farm.devices.fanout`)
 
 
-__all__ = ["DeployResult", "deploy", "deploy_device"]
+def deploy(devices: Sequence[Device], progress: Progress | None = None, *,
+           bundle: Bundle | None = None, stop: threading.Event | None = None,
+           dry_run: bool = False) -> dict[str, DeployResult]:
+    """Deploy `bundle(device)` (default: every build, `bundle_for`) to each device in
+    parallel; one device's failure never stops the others.
+
+    Ctrl-C (KeyboardInterrupt in the calling thread) sets `stop`: every device ends its
+    current write, verifies and keeps the files that arrived whole, and KeyboardInterrupt
+    is raised again once all have stopped, so the same command resumes later."""
+    stop = stop or threading.Event()
+    choose = bundle or bundle_for
+    results: dict[str, DeployResult] = {}
+    slots = threading.Semaphore(MAX_PARALLEL)
+
+    def work(device: Device) -> None:
+        try:
+            with slots:
+                results[device.name] = deploy_device(device, choose(device), progress,
+                                                     stop=stop, dry_run=dry_run)
+        except Exception as exc:  # a bug or a bad bundle fails this device, not the others
+            results[device.name] = DeployResult(device.name, error=f"{type(exc).__name__}: "
+                                                                   f"{exc}")
+
+    threads = [threading.Thread(target=work, args=(d,), name=f"deploy-{d.name}", daemon=True)
+               for d in devices]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)  # short joins: Ctrl-C reaches this thread promptly
+    except KeyboardInterrupt:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        raise
+    return {d.name: results.get(d.name) or DeployResult(d.name, error="no result")
+            for d in devices}
+
+
+__all__ = ["Bundle", "DeployResult", "deploy", "deploy_device"]
