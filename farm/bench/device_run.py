@@ -139,19 +139,16 @@ class DeviceRun:
                                  f"{self.device.arch}: {exc}")
                 done.add(route)
             self.check_stop()
-        bundle = device_bundle(self.device, self.prepared)
-        have = {a.remote for a in bundle}
-        for plan in self.plans.values():
-            bundle += [a for a in plan.artifacts if a.remote not in have]
-            have.update(a.remote for a in plan.artifacts)
+        bundle = device_bundle(self.device, self.prepared, self.plans.values())
         self.emit("phase", phase="deploy")
-        result = deploy_device(self.device, bundle)
+        # one SSH connection per device: the deploy's, kept for the agent session
+        self.transport = open_transport(self.device)
+        result = deploy_device(self.device, bundle, transport=self.transport, stop=self.stop)
         if not result.ok:
             raise DeployError(result.error or "deploy failed")
         self.check_stop()
         agent = agent_artifact(bundle)
         self.emit("phase", phase="agent")
-        self.transport = open_transport(self.device)
         self.session = AgentSession(
             self.transport, f"{self.device.workdir}/{agent.remote}",
             expected_sha256=agent.sha256, holder=f"farm bench {self.run_id}",
