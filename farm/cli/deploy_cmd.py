@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
 import time
 
 from rich.console import Console
@@ -26,7 +27,7 @@ from farm.deploy import DeployResult, deploy
 from farm.deploy.choice import DeployChoice, choose, parse_routes
 from farm.deploy.prune import PART_AGE_S, PruneResult, prune_device
 from farm.devices.fanout import fan_out
-from farm.errors import EXIT_PARTIAL, UsageError
+from farm.errors import EXIT_INTERRUPTED, EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
 from farm.inventory.device import Device
 from farm.views.deploy_progress import deploy_progress
@@ -81,9 +82,11 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     for note in choice.notes:
         console.print(f"note: {note}", highlight=False)
+    stop = threading.Event()
     with deploy_progress([d.name for d in devices], console) as progress:
-        results = deploy(devices, progress, bundle=choice.bundle, dry_run=args.dry_run)
-    pruned = prune(devices, choice, args.dry_run) if args.prune else {}
+        results = deploy(devices, progress, bundle=choice.bundle, stop=stop,
+                         dry_run=args.dry_run)
+    pruned = prune(devices, choice, args.dry_run) if args.prune and not stop.is_set() else {}
     if args.output == "json":
         # one object per device, as before; `prune` added with --prune
         print(json.dumps([{**vars(r), **({"prune": {**vars(pruned[name]),
@@ -98,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
         out.print(render_summary(list(results.values()), args.dry_run))
         if pruned:
             out.print(render_prune(list(pruned.values()), args.dry_run))
+    if stop.is_set():
+        done = sum(len(r.uploaded) for r in results.values())
+        console.print(f"interrupted: {done} files verified and kept; run the same command to "
+                      "resume (the partial files are continued, nothing finished is re-sent)")
+        return EXIT_INTERRUPTED
     failed = [r for r in results.values() if not r.ok]
     for r in failed:
         console.print(f"[red]deploy failed on {r.device}[/red]: {r.error}")

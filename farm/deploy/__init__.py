@@ -25,8 +25,9 @@ def deploy(devices: Sequence[Device], progress: Progress | None = None, *,
     parallel; one device's failure never stops the others.
 
     Ctrl-C (KeyboardInterrupt in the calling thread) sets `stop`: every device ends its
-    current write, verifies and keeps the files that arrived whole, and KeyboardInterrupt
-    is raised again once all have stopped, so the same command resumes later."""
+    current write, verifies and keeps the files that arrived whole, and the results come
+    back with `interrupted` set (the caller checks `stop.is_set()`), so the same command
+    resumes later."""
     stop = stop or threading.Event()
     choose = bundle or bundle_for
     results: dict[str, DeployResult] = {}
@@ -53,7 +54,6 @@ def deploy(devices: Sequence[Device], progress: Progress | None = None, *,
         stop.set()
         for thread in threads:
             thread.join()
-        raise
     return {d.name: results.get(d.name) or DeployResult(d.name, error="no result")
             for d in devices}
 
