@@ -32,6 +32,9 @@ def deploy(devices: Sequence[Device], progress: Progress | None = None, *,
     choose = bundle or bundle_for
     results: dict[str, DeployResult] = {}
     slots = threading.Semaphore(MAX_PARALLEL)
+    left = [len(devices)]
+    lock = threading.Lock()
+    all_done = threading.Event()
 
     def work(device: Device) -> None:
         try:
@@ -41,19 +44,25 @@ def deploy(devices: Sequence[Device], progress: Progress | None = None, *,
         except Exception as exc:  # a bug or a bad bundle fails this device, not the others
             results[device.name] = DeployResult(device.name, error=f"{type(exc).__name__}: "
                                                                    f"{exc}")
+        finally:
+            with lock:
+                left[0] -= 1
+                if not left[0]:
+                    all_done.set()
 
-    threads = [threading.Thread(target=work, args=(d,), name=f"deploy-{d.name}", daemon=True)
-               for d in devices]
-    for thread in threads:
-        thread.start()
+    if not devices:
+        return {}
+    for d in devices:
+        threading.Thread(target=work, args=(d,), name=f"deploy-{d.name}", daemon=True).start()
+    # an Event, not Thread.join: a join interrupted by Ctrl-C can later return while the
+    # thread still runs (CPython 3.11), and the devices' results would be lost
     try:
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)  # short joins: Ctrl-C reaches this thread promptly
+        while not all_done.wait(0.2):
+            pass
     except KeyboardInterrupt:
         stop.set()
-        for thread in threads:
-            thread.join()
+        while not all_done.wait(0.2):
+            pass
     return {d.name: results.get(d.name) or DeployResult(d.name, error="no result")
             for d in devices}
 

@@ -160,25 +160,31 @@ def deploy_device(device: Device, artifacts: Sequence[Artifact],
                 hint="free space on the device or point `workdir` in the inventory at a "
                      "larger file system")
         done = 0
+        partial = [0]  # bytes of the file being sent, for an interrupted upload's count
         plan = []
         stopped = stop.is_set if stop is not None else None
+
+        def sending(sent: int, base: int, offset: int) -> None:
+            partial[0] = sent - offset
+            report(device.name, base + sent - offset, total, "uploading")
+
         try:
             for artifact in todo:
                 tmp, offset = part_name(artifact), offsets[artifact.remote]
-                base = done
+                base, partial[0] = done, 0
                 report(device.name, done, total, "uploading")
                 link.put(Path(artifact.local), f"{device.workdir}/{tmp}", offset=offset,
                          stop=stopped,
-                         callback=lambda sent, _t, b=base, o=offset: report(
-                             device.name, b + sent - o, total, "uploading"))
+                         callback=lambda sent, _t, b=base, o=offset: sending(sent, b, o))
                 done += artifact.size - offset
+                partial[0] = 0
                 result.bytes_resumed += offset
                 mode = "755" if os.access(artifact.local, os.X_OK) else None
                 plan.append({"tmp": tmp, "final": artifact.remote, "sha256": artifact.sha256,
                              "mode": mode})
         except UploadInterrupted:
             result.interrupted = True  # what arrived whole is still verified and kept
-        result.bytes_sent = done
+        result.bytes_sent = done + partial[0]
         if plan:
             report(device.name, done, total, "verifying")
             committed = commit(link, device, plan)
