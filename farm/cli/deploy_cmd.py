@@ -86,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
     with deploy_progress([d.name for d in devices], console) as progress:
         results = deploy(devices, progress, bundle=choice.bundle, stop=stop,
                          dry_run=args.dry_run)
-    pruned = prune(devices, choice, args.dry_run) if args.prune and not stop.is_set() else {}
+    # a device whose deploy failed keeps its old files: they may be all it can run
+    deployed = [d for d in devices if results[d.name].ok]
+    pruned = prune(deployed, choice, args.dry_run) if args.prune and not stop.is_set() else {}
     if args.output == "json":
         # one object per device, as before; `prune` added with --prune
         print(json.dumps([{**vars(r), **({"prune": {**vars(pruned[name]),
