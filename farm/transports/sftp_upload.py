@@ -6,7 +6,10 @@ peer's max packet minus 64 bytes per packet): every other packet on the wire is 
 empty. Here each SFTP write carries `k * (max_packet - 64) - header` bytes, the largest such
 size the server accepts (its `limits@openssh.com` max-write-length: 255 KiB for OpenSSH,
 32 KiB assumed when the server does not answer), so every channel packet is full, and
-enough writes stay in flight to keep the peer's window (2 MiB for OpenSSH) open.
+enough writes stay in flight to keep the peer's window (2 MiB for OpenSSH) open. The file
+is read straight into the buffer that goes to the channel, behind a hand-packed write header:
+host CPU per 100 MB uploaded fell from ~0.5 s (paramiko's request path) to ~0.27 s, the same
+as OpenSSH's `sftp` client on the lab (one run each, loaded host).
 
 Resume: `offset > 0` writes into the existing remote file from that offset (the caller
 verifies the whole file's sha256 afterwards, so a damaged prefix is caught there).
@@ -17,13 +20,13 @@ acknowledged, the file is closed (its bytes stay on the device for a later resum
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 import paramiko
 from paramiko.sftp import CMD_EXTENDED, CMD_EXTENDED_REPLY, CMD_STATUS, CMD_WRITE
-from paramiko.sftp_client import int64
 
 from farm.errors import TransportError
 
@@ -80,6 +83,12 @@ def upload(sftp: paramiko.SFTPClient, local: Path, remote: str, *, offset: int =
     chunk = write_size(server_max_write(sftp), getattr(channel, "out_max_packet_size", 32768),
                        len(handle))
     depth = max(4, IN_FLIGHT_BYTES // chunk)
+    # length, type, request id, handle, offset, data length: packed in front of the data in
+    # one reused buffer the file is read into, so a write costs no copies of its data
+    # before paramiko's own (paramiko's generic request path copies it five times)
+    head = struct.Struct(f">IBII{len(handle)}sQI")
+    buffer = bytearray(head.size + chunk)
+    view = memoryview(buffer)
     pending: deque[int] = deque()
     position = offset
     interrupted = False
@@ -90,12 +99,15 @@ def upload(sftp: paramiko.SFTPClient, local: Path, remote: str, *, offset: int =
                 if stop is not None and stop():
                     interrupted = True
                     break
-                data = source.read(chunk)
-                if not data:
+                size = source.readinto(view[head.size:])
+                if not size:
                     break
-                pending.append(sftp._async_request(type(None), CMD_WRITE, handle,
-                                                   int64(position), data))
-                position += len(data)
+                request = _next_request(sftp)
+                head.pack_into(buffer, 0, head.size - 4 + size, CMD_WRITE, request,
+                               len(handle), handle, position, size)
+                channel.sendall(view[:head.size + size])
+                pending.append(request)
+                position += size
                 while len(pending) >= depth:
                     _acknowledged(sftp, pending.popleft())
                     if callback:
@@ -109,6 +121,16 @@ def upload(sftp: paramiko.SFTPClient, local: Path, remote: str, *, offset: int =
     if interrupted:
         raise UploadInterrupted(f"upload of {remote} stopped at {position} of {total} bytes")
     return position - offset
+
+
+def _next_request(sftp: paramiko.SFTPClient) -> int:
+    """A request id registered the way paramiko's own requests are (its reader matches
+    replies to ids under this lock)."""
+    with sftp._lock:
+        request = sftp.request_number
+        sftp._expecting[request] = type(None)
+        sftp.request_number += 1
+    return request
 
 
 def _acknowledged(sftp: paramiko.SFTPClient, request: int) -> None:
