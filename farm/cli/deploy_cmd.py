@@ -26,10 +26,10 @@ from rich.table import Table
 from farm.deploy import DeployResult, deploy
 from farm.deploy.choice import DeployChoice, choose, parse_routes
 from farm.deploy.prune import PART_AGE_S, PruneResult, prune_device
-from farm.devices.fanout import fan_out
 from farm.errors import EXIT_INTERRUPTED, EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
 from farm.inventory.device import Device
+from farm.transports import Transport
 from farm.views.deploy_progress import deploy_progress
 
 
@@ -83,12 +83,16 @@ def run(args: argparse.Namespace) -> int:
     for note in choice.notes:
         console.print(f"note: {note}", highlight=False)
     stop = threading.Event()
+    pruned: dict[str, PruneResult] = {}
+
+    def then(device: Device, link: Transport, result: DeployResult) -> None:
+        # a device whose deploy failed keeps its old files: they may be all it can run
+        if args.prune and result.ok and not stop.is_set():
+            pruned[device.name] = prune(device, link, choice, args.dry_run)
+
     with deploy_progress([d.name for d in devices], console) as progress:
         results = deploy(devices, progress, bundle=choice.bundle, stop=stop,
-                         dry_run=args.dry_run)
-    # a device whose deploy failed keeps its old files: they may be all it can run
-    deployed = [d for d in devices if results[d.name].ok]
-    pruned = prune(deployed, choice, args.dry_run) if args.prune and not stop.is_set() else {}
+                         dry_run=args.dry_run, then=then)
     if args.output == "json":
         # one object per device, as before; `prune` added with --prune
         print(json.dumps([{**vars(r), **({"prune": {**vars(pruned[name]),
@@ -119,22 +123,22 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_PARTIAL if failed or not_pruned else 0
 
 
-def prune(devices: list[Device], choice: DeployChoice, dry_run: bool) -> dict[str, PruneResult]:
-    """Prune each device under the host's bench lease, so no bench of this host starts on
-    it meanwhile; a held lease refuses the device (see farm/deploy/prune.py)."""
+def prune(device: Device, link: Transport, choice: DeployChoice,
+          dry_run: bool) -> PruneResult:
+    """Prune one device (on the deploy's connection) under the host's bench lease, so no
+    bench of this host starts on it meanwhile; a held lease refuses the device (see
+    farm/deploy/prune.py)."""
     from farm.bench.lease import DeviceLease, LeaseBusy
 
-    def one(device: Device) -> PruneResult:
-        keep = [a.remote for a in choice.bundle(device)]
-        try:
-            with DeviceLease(device.name, "farm deploy --prune").hold(0):
-                return prune_device(device, keep, part_age_s=PART_AGE_S, dry_run=dry_run)
-        except LeaseBusy as exc:
-            return PruneResult(device.name, refused=f"a bench holds the device: {exc}")
-
-    outcomes = fan_out(devices, one)
-    return {name: o if isinstance(o, PruneResult) else PruneResult(name, error=str(o))
-            for name, o in outcomes.items()}
+    keep = [a.remote for a in choice.bundle(device)]
+    try:
+        with DeviceLease(device.name, "farm deploy --prune").hold(0):
+            return prune_device(device, keep, part_age_s=PART_AGE_S, dry_run=dry_run,
+                                transport=link)
+    except LeaseBusy as exc:
+        return PruneResult(device.name, refused=f"a bench holds the device: {exc}")
+    except Exception as exc:  # a bug fails this device's prune, not the others
+        return PruneResult(device.name, error=f"{type(exc).__name__}: {exc}")
 
 
 def render_plan(result: DeployResult) -> Table:

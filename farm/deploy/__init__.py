@@ -13,16 +13,19 @@ from farm.build.registry import Artifact
 from farm.deploy.bundle import bundle_for
 from farm.deploy.deployer import DeployResult, Progress, deploy_device
 from farm.inventory.device import Device
+from farm.transports import Transport, open_transport
 
 Bundle = Callable[[Device], list[Artifact]]
+Then = Callable[[Device, Transport, DeployResult], None]
 MAX_PARALLEL = 16  # devices uploading at once (as `farm.devices.fanout`)
 
 
 def deploy(devices: Sequence[Device], progress: Progress | None = None, *,
            bundle: Bundle | None = None, stop: threading.Event | None = None,
-           dry_run: bool = False) -> dict[str, DeployResult]:
+           dry_run: bool = False, then: Then | None = None) -> dict[str, DeployResult]:
     """Deploy `bundle(device)` (default: every build, `bundle_for`) to each device in
-    parallel; one device's failure never stops the others.
+    parallel; one device's failure never stops the others. `then(device, transport,
+    result)` runs next in the same thread on the same connection (e.g. `--prune`).
 
     Ctrl-C (KeyboardInterrupt in the calling thread) sets `stop`: every device ends its
     current write, verifies and keeps the files that arrived whole, and the results come
@@ -38,9 +41,12 @@ def deploy(devices: Sequence[Device], progress: Progress | None = None, *,
 
     def work(device: Device) -> None:
         try:
-            with slots:
+            with slots, open_transport(device) as link:
                 results[device.name] = deploy_device(device, choose(device), progress,
-                                                     stop=stop, dry_run=dry_run)
+                                                     transport=link, stop=stop,
+                                                     dry_run=dry_run)
+                if then is not None:
+                    then(device, link, results[device.name])
         except Exception as exc:  # a bug or a bad bundle fails this device, not the others
             results[device.name] = DeployResult(device.name, error=f"{type(exc).__name__}: "
                                                                    f"{exc}")
