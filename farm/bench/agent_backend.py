@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,10 @@ from farm.transports import Transport, open_transport
 class AgentBackend:
     """See module docstring; one per device and bench."""
 
-    def __init__(self, device: Device, prepared: Prepared, run_id: str, emit: Emit) -> None:
+    def __init__(self, device: Device, prepared: Prepared, run_id: str, emit: Emit,
+                 stop: threading.Event | None = None) -> None:
         self.device = device
+        self.stop = stop  # set on Ctrl-C: a deploy in flight keeps what it finished
         self.prepared = prepared
         self.config: BenchConfig = prepared.config
         self.run_id = run_id
@@ -62,18 +65,15 @@ class AgentBackend:
         return self.plans[route_key]
 
     def start(self, plans: dict[str, RoutePlan]) -> dict[str, str]:
-        bundle = device_bundle(self.device, self.prepared)
-        have = {a.remote for a in bundle}
-        for plan in plans.values():
-            bundle += [a for a in plan.artifacts if a.remote not in have]
-            have.update(a.remote for a in plan.artifacts)
+        bundle = device_bundle(self.device, self.prepared, plans.values())
         self.emit("phase", phase="deploy")
-        result = deploy_device(self.device, bundle)
+        # one SSH connection per device: the deploy's, kept for the agent session
+        self.transport = open_transport(self.device)
+        result = deploy_device(self.device, bundle, transport=self.transport, stop=self.stop)
         if not result.ok:
             raise DeployError(result.error or "deploy failed")
         agent = agent_artifact(bundle)
         self.emit("phase", phase="agent")
-        self.transport = open_transport(self.device)
         self.session = AgentSession(
             self.transport, f"{self.device.workdir}/{agent.remote}",
             expected_sha256=agent.sha256, holder=f"farm bench {self.run_id}",

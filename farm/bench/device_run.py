@@ -83,7 +83,7 @@ class DeviceRun:
             # no shell and no agent there: the TVM routes run through tracker sessions
             RpcBackend(device, prepared, self.emit, self.check_stop)
             if device.kind.tracker
-            else AgentBackend(device, prepared, run_id, self.emit))
+            else AgentBackend(device, prepared, run_id, self.emit, self.stop))
         # resume: route keys an earlier attempt of this run already kept for this device,
         # and those whose first rounds it kept in a partial record (only the rest runs)
         prior = self.recorder.prior

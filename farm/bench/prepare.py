@@ -3,24 +3,24 @@ outputs every route is checked against, and what each device must receive.
 
 `prepare(config)` builds (or finds in the cache) the model and the fp32 model, writes the
 inputs as FTNS, and runs the fp32 model once with ONNX Runtime on the host: those
-outputs are the reference. `device_bundle(device, prepared)` is the deploy list: the
-agent and runners (`farm.deploy.bundle_for`, without the build registry) plus the model under
-`models/<sha12>-<name>.onnx` and the inputs under `inputs/<sha12>.ftns`.
+outputs are the reference. `device_bundle(device, prepared, plans)` is the deploy list:
+exactly what the planned routes run (`farm.deploy.selection.ship_list`), the inputs under
+`inputs/<sha12>.ftns`, and the model under `models/<sha12>-<name>.onnx` only for ORT.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from farm import categories as categories_module
 from farm.bench.config import BenchConfig
 from farm.build.models import ModelInfo, ftns_module, resolve_model, write_inputs
 from farm.build.registry import Artifact, make_artifact
-from farm.deploy.bundle import bundle_for
+from farm.deploy.selection import ship_list
 from farm.errors import BuildError
 from farm.inventory.device import Device
 from farm.paths import state_dir
@@ -71,15 +71,17 @@ def prepare(config: BenchConfig, cache_dir: Path | None = None) -> Prepared:
                     f"onnxruntime fp32 on the host ({fp32.name})")
 
 
-def device_bundle(device: Device, prepared: Prepared) -> list[Artifact]:
-    items = bundle_for(device, registered=False)  # the routes add what they run
-    have = {a.remote for a in items}
-    # the ORT runner maps ops to categories with farm/categories.py, shipped beside it
-    categories = make_artifact("runner", Path(categories_module.__file__), "runners",
-                               content_name=False)
-    items += [a for a in (categories, prepared.model_artifact, prepared.inputs_artifact)
-              if a.remote not in have]
-    return items
+def device_bundle(device: Device, prepared: Prepared,
+                  plans: Iterable[Any] = ()) -> list[Artifact]:
+    """What this bench ships to `device`: the agent, the runners of the planned routes
+    (`farm.bench.routes.RoutePlan`s), their builds and the inputs; the ONNX model only when
+    a route runs it (ORT). The selection itself is `farm.deploy.selection.ship_list`."""
+    plans = list(plans)
+    routes = [plan.route for plan in plans]
+    builds = [a for plan in plans for a in plan.artifacts]
+    if any(plan.model_remote == prepared.model_artifact.remote for plan in plans):
+        builds.append(prepared.model_artifact)
+    return ship_list(device, routes, builds, [prepared.inputs_artifact])
 
 
 def agent_artifact(bundle: list[Artifact]) -> Artifact:

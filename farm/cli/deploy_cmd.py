@@ -1,4 +1,11 @@
-"""`farm deploy` — push the agent and artifacts to devices, in parallel, with progress.
+"""`farm deploy` — push the agent, the selected routes' runners and the builds of the
+selected models to devices, in parallel, with per-device bytes/rate/ETA.
+
+Selection: `--model` (repeatable; default the bench's default model), `--variant`,
+`--routes` (default every route); `--all-builds` ships every registered build as before.
+`--dry-run` lists files and bytes per device and changes nothing; `--prune` then removes
+what the selection no longer ships (policy: farm/deploy/prune.py). Ctrl-C stops every
+device after its current write (exit 130); the same command resumes.
 
 `farm deploy --rpc-server --key K --device NAME` instead runs a TVM RPC server on the SSH
 device NAME, registered with farm's tracker under K through SSH port forwards (nothing
@@ -15,13 +22,16 @@ import threading
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from farm.deploy import DeployResult, deploy
-from farm.errors import EXIT_PARTIAL, UsageError
+from farm.deploy.choice import DeployChoice, choose, parse_routes
+from farm.deploy.prune import PART_AGE_S, PruneResult, prune_device
+from farm.errors import EXIT_INTERRUPTED, EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
 from farm.inventory.device import Device
+from farm.transports import Transport
+from farm.views.deploy_progress import deploy_progress
 from farm.views.steps import timed_step
 
 
@@ -30,10 +40,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", action="append", dest="devices", metavar="NAME",
                         help="device to deploy to (repeatable; default: local)")
     parser.add_argument("--all", action="store_true", help="every device of the inventory")
-    parser.add_argument("--model", help="ship only what was built from this model (a preset or "
-                                        ".onnx path, as in `farm build`) instead of every build")
+    parser.add_argument("--model", action="append", dest="models", metavar="MODEL",
+                        help="ship the builds of this model (a preset or .onnx path, as in "
+                             "`farm build`; repeatable; default: the bench's default model)")
     parser.add_argument("--variant", default="fp32",
                         help="variant of --model: fp32 | int8-dynamic | int8-qdq | int4")
+    parser.add_argument("--routes", default=None,
+                        help="comma list of ort,tvm,custom whose runners and builds to ship "
+                             "(default: all)")
+    parser.add_argument("--all-builds", action="store_true",
+                        help="ship every registered build of every model (the whole registry)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the files and bytes each device would receive; change "
+                             "nothing")
+    parser.add_argument("--prune", action="store_true",
+                        help="after deploying, remove what the selection no longer ships and "
+                             "stale partial uploads (refused while a bench uses the device)")
     parser.add_argument("--output", choices=["table", "json"], default="table")
     parser.add_argument("--rpc-server", action="store_true",
                         help="run a TVM RPC server on --device, registered with the tracker "
@@ -50,57 +72,116 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.rpc_server:
         return run_rpc_server(args)
+    from farm.bench.config import BenchConfig
+
     inventory = load_inventory(args.inventory)
     devices = [d for d in inventory.select(args.devices, args.all) if d.has_shell]
-    model_sha = _built_model_sha(args.model, args.variant, devices) if args.model else None
+    if args.all_builds and args.models:
+        raise UsageError("--all-builds ships every model's builds; drop --model or it")
+    choice = choose(args.models or [BenchConfig().model], args.variant,
+                    parse_routes(args.routes), devices, all_builds=args.all_builds,
+                    explicit=bool(args.models))
     console = Console(stderr=True)
-    lock = threading.Lock()
-    with Progress(TextColumn("{task.description:<12}"), BarColumn(), DownloadColumn(),
-                  TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
-                  console=console, transient=False, disable=not console.is_terminal) as bar:
-        tasks = {d.name: bar.add_task(d.name, total=None, status="queued") for d in devices}
+    for note in choice.notes:
+        console.print(f"note: {note}", highlight=False)
+    stop = threading.Event()
+    pruned: dict[str, PruneResult] = {}
 
-        def progress(device: str, done: int, total: int, status: str) -> None:
-            with lock:
-                bar.update(tasks[device], completed=done, total=total or None, status=status)
+    def then(device: Device, link: Transport, result: DeployResult) -> None:
+        # a device whose deploy failed keeps its old files: they may be all it can run
+        if args.prune and result.ok and not stop.is_set():
+            pruned[device.name] = prune(device, link, choice, args.dry_run)
 
-        with timed_step(console, f"farm: deploy to {', '.join(d.name for d in devices)}"):
-            results = deploy(devices, progress, model_sha)
+    with timed_step(console, f"farm: deploy to {', '.join(d.name for d in devices)}"), \
+         deploy_progress([d.name for d in devices], console) as progress:
+        results = deploy(devices, progress, bundle=choice.bundle, stop=stop,
+                         dry_run=args.dry_run, then=then)
     if args.output == "json":
-        print(json.dumps([vars(r) for r in results.values()], indent=2))
+        # one object per device, as before; `prune` added with --prune
+        print(json.dumps([{**vars(r), **({"prune": {**vars(pruned[name]),
+                                                    "bytes_freed": pruned[name].bytes_freed}}
+                                         if name in pruned else {})}
+                          for name, r in results.items()], indent=2))
     else:
-        _stdout_console().print(render_summary(list(results.values())))
+        out = _stdout_console()
+        if args.dry_run:
+            for r in results.values():
+                out.print(render_plan(r))
+        out.print(render_summary(list(results.values()), args.dry_run))
+        if pruned:
+            out.print(render_prune(list(pruned.values()), args.dry_run))
+    if stop.is_set():
+        done = sum(len(r.uploaded) for r in results.values())
+        console.print(f"interrupted: {done} files verified and kept; run the same command to "
+                      "resume (the partial files are continued, nothing finished is re-sent)")
+        return EXIT_INTERRUPTED
     failed = [r for r in results.values() if not r.ok]
     for r in failed:
         console.print(f"[red]deploy failed on {r.device}[/red]: {r.error}")
-    if all(not r.uploaded for r in results.values() if r.ok) and not failed:
+    not_pruned = [p for p in pruned.values() if not p.ok]
+    for p in not_pruned:
+        console.print(f"[yellow]not pruned on {p.device}[/yellow]: {p.refused or p.error}")
+    if not args.dry_run and not failed and all(not r.uploaded for r in results.values()):
         console.print("nothing to upload: every device already has every file")
-    return EXIT_PARTIAL if failed else 0
+    return EXIT_PARTIAL if failed or not_pruned else 0
 
 
-def _built_model_sha(spec: str, variant: str, devices: list[Device]) -> str:
-    """The sha256 of model `spec`, after checking every device has something built from it."""
-    from farm.build.models import resolve_model
-    from farm.build.registry import for_target
+def prune(device: Device, link: Transport, choice: DeployChoice,
+          dry_run: bool) -> PruneResult:
+    """Prune one device (on the deploy's connection) under the host's bench lease, so no
+    bench of this host starts on it meanwhile; a held lease refuses the device (see
+    farm/deploy/prune.py)."""
+    from farm.bench.lease import DeviceLease, LeaseBusy
 
-    model = resolve_model(spec, variant)
-    missing = [d.name for d in devices
-               if not any(a.source == model.sha256 for a in for_target(d.arch, model.sha256))]
-    if missing:
-        raise UsageError(f"nothing is built from model {model.name} for "
-                         f"{', '.join(missing)}",
-                         hint=f"run `farm build --model {spec} --variant {variant} --device "
-                              f"{missing[0]}` first (or deploy without --model)")
-    return model.sha256
+    keep = [a.remote for a in choice.bundle(device)]
+    try:
+        with DeviceLease(device.name, "farm deploy --prune").hold(0):
+            return prune_device(device, keep, part_age_s=PART_AGE_S, dry_run=dry_run,
+                                transport=link)
+    except LeaseBusy as exc:
+        return PruneResult(device.name, refused=f"a bench holds the device: {exc}")
+    except Exception as exc:  # a bug fails this device's prune, not the others
+        return PruneResult(device.name, error=f"{type(exc).__name__}: {exc}")
 
 
-def render_summary(results: list[DeployResult]) -> Table:
-    table = Table(title="deploy")
-    for column in ("device", "result", "uploaded", "unchanged", "bytes", "seconds"):
+def render_plan(result: DeployResult) -> Table:
+    table = Table(title=f"dry run: {result.device}")
+    for column in ("file", "bytes", "action"):
+        table.add_column(column, justify="right" if column == "bytes" else "left")
+    for item in result.plan:
+        table.add_row(item["file"], f"{item['bytes']:,}", item["action"])
+    return table
+
+
+def render_summary(results: list[DeployResult], dry_run: bool = False) -> Table:
+    table = Table(title="deploy (dry run: nothing sent)" if dry_run else "deploy")
+    columns = ("device", "result", "files", "to send", "unchanged", "bytes") if dry_run else \
+        ("device", "result", "uploaded", "unchanged", "bytes", "resumed", "seconds", "MB/s")
+    for column in columns:
         table.add_column(column)
     for r in results:
-        table.add_row(r.device, "ok" if r.ok else "FAILED", str(len(r.uploaded)),
-                      str(len(r.unchanged)), str(r.bytes_sent), f"{r.seconds:.2f}")
+        result = "ok" if r.ok else "INTERRUPTED" if r.interrupted else "FAILED"
+        if dry_run:
+            table.add_row(r.device, result, str(len(r.plan)),
+                          str(sum(1 for p in r.plan if p["action"] != "unchanged")),
+                          str(len(r.unchanged)), f"{r.bytes_sent:,}")
+            continue
+        rate = r.bytes_sent / r.seconds / 1e6 if r.seconds else 0.0
+        table.add_row(r.device, result, str(len(r.uploaded)), str(len(r.unchanged)),
+                      f"{r.bytes_sent:,}", f"{r.bytes_resumed:,}", f"{r.seconds:.2f}",
+                      f"{rate:.1f}")
+    return table
+
+
+def render_prune(results: list[PruneResult], dry_run: bool) -> Table:
+    table = Table(title="prune (dry run: nothing removed)" if dry_run else "prune")
+    for column in ("device", "result", "files", "bytes freed", "detail"):
+        table.add_column(column)
+    for p in results:
+        result = "ok" if p.ok else "REFUSED" if p.refused else "FAILED"
+        detail = p.refused or p.error or ", ".join(r["file"] for r in p.removed[:3]) + \
+            (" …" if len(p.removed) > 3 else "")
+        table.add_row(p.device, result, str(len(p.removed)), f"{p.bytes_freed:,}", detail)
     return table
 
 

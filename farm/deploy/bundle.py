@@ -1,12 +1,11 @@
-"""What one device receives: the agent, the route runners, and the built artifacts
-registered for its arch (see `farm.build.registry`)."""
+"""The agent artifact, and the whole bundle of `farm deploy --all-builds`: the agent, every
+route's runners and every build registered for the device's arch (`farm.build.registry`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from farm.build.registry import Artifact, for_target, make_artifact
-from farm.build.routes import agent_table_file
+from farm.build.registry import Artifact, make_artifact
 from farm.inventory.device import Device
 from farm.paths import agents_dir
 
@@ -21,32 +20,16 @@ def agent_artifact() -> Artifact:
                     art.size, "any")
 
 
-def runner_artifacts() -> list[Artifact]:
-    """Python route runners and their helpers, under fixed names in runners/."""
-    root = agents_dir()
-    # routes.json: the route registry's table, from which the agent learns its routes
-    files = [root / "ftns.py", *sorted((root / "runners").glob("*.py")), agent_table_file()]
-    return [make_artifact("runner", f, "runners", content_name=False)
-            for f in files if f.is_file()]
-
-
 def bundle_for(device: Device, extra: list[Path] | None = None, *,
                registered: bool = True, model_sha: str | None = None) -> list[Artifact]:
-    """Everything `farm deploy` pushes to `device`, in upload order (agent first).
+    """Every route's runners plus registered builds (`farm deploy --all-builds`), in
+    upload order (agent first); see `farm.deploy.selection.ship_list` for the selection.
 
-    `registered=False` leaves out the build registry (a bench adds just what it runs);
-    `model_sha` keeps only what was built from that model (`farm deploy --model`)."""
-    items: list[Artifact] = []
-    if (agents_dir() / AGENT_FILE).is_file():
-        items.append(agent_artifact())
-    items.extend(runner_artifacts())
-    if registered:
-        items.extend(for_target(device.arch, model_sha))
-    items.extend(make_artifact("file", p, "artifacts") for p in (extra or []))
-    seen: set[str] = set()
-    unique = []
-    for item in items:
-        if item.remote not in seen:
-            seen.add(item.remote)
-            unique.append(item)
-    return unique
+    `registered=False` leaves out the build registry; `model_sha` keeps only what was
+    built from that model."""
+    from farm.deploy.selection import ROUTES, registered_builds, ship_list
+
+    builds = (registered_builds(device, None if model_sha is None else [model_sha], ROUTES)
+              if registered else [])
+    return ship_list(device, ROUTES, builds,
+                     [make_artifact("file", p, "artifacts") for p in (extra or [])])

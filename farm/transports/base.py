@@ -107,8 +107,12 @@ class Transport(ABC):
 
     @abstractmethod
     def put(self, local: Path, remote: str,
-            callback: Callable[[int, int], None] | None = None) -> None:
-        """Upload; `callback(bytes_done, bytes_total)` reports progress."""
+            callback: Callable[[int, int], None] | None = None, *, offset: int = 0,
+            stop: Callable[[], bool] | None = None) -> None:
+        """Upload; `callback(bytes_done, bytes_total)` reports progress. `offset > 0`
+        resumes: the remote file already holds the first `offset` bytes. `stop()` is polled
+        while sending; True ends the upload with `UploadInterrupted` (the bytes written so
+        far stay on the device)."""
 
     @abstractmethod
     def get(self, remote: str, local: Path) -> None: ...

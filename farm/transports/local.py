@@ -15,6 +15,8 @@ from pathlib import Path
 from farm.errors import TransportError
 from farm.transports.base import LINE_CAP_BYTES, QueuedProcess, RunResult, Transport
 
+_COPY_BLOCK = 4 << 20
+
 
 class LocalProcess(QueuedProcess):
     """A child process in its own process group, so close() ends its children too."""
@@ -107,13 +109,28 @@ class LocalTransport(Transport):
         return LocalProcess(argv, env)
 
     def put(self, local: Path, remote: str,
-            callback: Callable[[int, int], None] | None = None) -> None:
+            callback: Callable[[int, int], None] | None = None, *, offset: int = 0,
+            stop: Callable[[], bool] | None = None) -> None:
+        from farm.transports.sftp_upload import UploadInterrupted
+
+        size = Path(local).stat().st_size
+        position = offset
         try:
-            shutil.copyfile(local, remote)
+            with open(local, "rb") as source, open(remote, "r+b" if offset else "wb") as out:
+                source.seek(offset)
+                out.seek(offset)
+                out.truncate()
+                while block := source.read(_COPY_BLOCK):
+                    if stop is not None and stop():
+                        raise UploadInterrupted(f"copy to {remote} stopped at {position} of "
+                                                f"{size} bytes", device=self.device.name)
+                    out.write(block)
+                    position += len(block)
+                    if callback:
+                        callback(position, size)
         except OSError as exc:
             raise TransportError(f"cannot write {remote}: {exc}", device=self.device.name) from exc
-        if callback:
-            size = Path(local).stat().st_size
+        if callback and size == offset:
             callback(size, size)
 
     def get(self, remote: str, local: Path) -> None:

@@ -62,4 +62,6 @@ ROUTE = Route("custom", label="custom executor", plan=plan,
               build=build,
               agent={"runners": ["runners/custom_runner.py", "runners/custom-{arch}/fk_exec"],
                      # the executor picks its kernels at run time: the least it needs
-                     "cpu_features": {"aarch64": ["neon"], "x86_64": []}})
+                     "cpu_features": {"aarch64": ["neon"], "x86_64": []}},
+              runner_files=(),
+              artifact_kinds=("plan", "executor"))

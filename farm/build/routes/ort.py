@@ -30,4 +30,6 @@ def build(model_path: Path, device: Device, fused: bool,
 
 ROUTE = Route("ort", label="ONNX Runtime", plan=plan, build=build,
               fusion_flag="opt_level", fusion_values=("all", "disable"), serial_build=False,
-              agent={"runners": ["runners/ort_runner.py"], "modules": ["onnxruntime"]})
+              agent={"runners": ["runners/ort_runner.py"], "modules": ["onnxruntime"]},
+              runner_files=("agents/runners/ort_runner.py", "agents/ftns.py", "farm/categories.py"),
+              artifact_kinds=("model",))

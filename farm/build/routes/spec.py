@@ -65,6 +65,10 @@ class Route:
     # executable), "requires" (executables), "modules" (importable in a fresh child),
     # "cpu_features" ({arch: [feature, ...]}); "{arch}" in a path is the device's arch
     agent: dict[str, Any] = field(default_factory=dict)
+    # what deploy ships for the route: host files (relative to the repository root) that
+    # land in runners/ under their own names, and the build-registry kinds it runs
+    runner_files: tuple[str, ...] = ()
+    artifact_kinds: tuple[str, ...] = ()
 
     def fusion_flags(self, fused: bool) -> dict[str, Any]:
         return {self.fusion_flag: self.fusion_values[0 if fused else 1]}

@@ -73,4 +73,6 @@ def build(model_path: Path, device: Device, fused: bool,
 
 ROUTE = Route("tvm", label="TVM", plan=plan, build=build,
               agent={"runners": ["runners/tvm_runner.py"],
-                    "requires": ["runners/tvm-{arch}/tvm_runner"]})
+                    "requires": ["runners/tvm-{arch}/tvm_runner"]},
+              runner_files=("agents/runners/tvm_runner.py",),
+              artifact_kinds=("tvm-lib", "tvm-meta"))
