@@ -18,7 +18,9 @@ from farm.results.store import ResultStore
 
 pytestmark = [pytest.mark.lab]
 
-ORT_RUNNERS = {"runners/ort_runner.py", "runners/ftns.py", "runners/categories.py"}
+# every device also gets the route registry's table, from which the agent learns its routes
+ROUTES_TABLE = "runners/routes.json"
+ORT_RUNNERS = {"runners/ort_runner.py", "runners/ftns.py", "runners/categories.py", ROUTES_TABLE}
 
 
 @pytest.fixture(autouse=True)
@@ -105,4 +107,5 @@ def test_custom_bench_ships_no_onnx_model_and_no_python_runner(lab: Any, tmp_pat
         assert result.exit_code == 0, result.failures()
     shipped = set(manifest(lab, "lab2", workdir))
     assert {f.split("/")[0] for f in shipped} == {"agent", "runners", "artifacts", "inputs"}
-    assert {f for f in shipped if f.startswith("runners/")} == {"runners/custom-x86_64/fk_exec"}
+    assert {f for f in shipped if f.startswith("runners/")} == {"runners/custom-x86_64/fk_exec",
+                                                                        ROUTES_TABLE}
