@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
 from farm.errors import EXIT_INTERRUPTED, UsageError
@@ -144,8 +145,8 @@ def report(result: BenchResult, output: str, out: Console, err: Console,
     else:
         sys.stdout.write(format_records(result.records, output))
         sys.stdout.flush()
-    for line in result.failures():
-        err.print(f"[red]farm: {line}[/]", markup=True, highlight=False)
+    for line in result.failures():  # device text: escaped, a `[/red]` in it is not markup
+        err.print(f"[red]farm: {escape(line)}[/]", markup=True, highlight=False)
     bad = [r for r in result.records if r["status"] not in ("ok",)]
     for r in bad:
         err.print(f"farm: {r['device']}/{r['route']}: {r['status']}: {r['status_detail']}",

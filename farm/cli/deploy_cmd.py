@@ -14,6 +14,7 @@ import threading
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         Console().print(render_summary(list(results.values())))
     failed = [r for r in results.values() if not r.ok]
     for r in failed:
-        console.print(f"[red]deploy failed on {r.device}[/red]: {r.error}")
+        console.print(f"[red]deploy failed on {r.device}[/red]: {escape(r.error or '')}")
     if all(not r.uploaded for r in results.values() if r.ok) and not failed:
         console.print("nothing to upload: every device already has every file")
     return EXIT_PARTIAL if failed else 0
@@ -139,7 +140,7 @@ def run_rpc_server(args: argparse.Namespace) -> int:
                 console.print("stopping")
                 return 0
             console.print(f"[red]RPC server {args.key} on {device.name} exited[/red]: "
-                          f"{server.log_tail()[-800:]}")
+                          f"{escape(server.log_tail()[-800:])}")
             return 1
     finally:
         transport.close()
