@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from farm.build.registry import Artifact
-from farm.errors import DeployError, FarmError
+from farm.deploy.write_cause import upload_failed
+from farm.errors import DeployError, FarmError, TransportError
 from farm.inventory.device import Device
 from farm.paths import agents_dir
 from farm.transports import Transport, open_transport
@@ -120,9 +121,13 @@ def deploy_device(device: Device, artifacts: Sequence[Artifact],
             for artifact in todo:
                 tmp = f"{artifact.remote}.tmp-{os.getpid()}"
                 base = done
-                transport.put(Path(artifact.local), f"{device.workdir}/{tmp}",
-                              callback=lambda sent, _t, b=base: report(device.name, b + sent,
-                                                                       total, "uploading"))
+                try:
+                    transport.put(Path(artifact.local), f"{device.workdir}/{tmp}",
+                                  callback=lambda sent, _t, b=base: report(
+                                      device.name, b + sent, total, "uploading"))
+                except TransportError as exc:  # SFTP often says only "Failure": ask why
+                    raise upload_failed(transport, device, f"{device.workdir}/{tmp}",
+                                        artifact.size, exc) from None
                 done += artifact.size
                 mode = "755" if os.access(artifact.local, os.X_OK) else None
                 plan.append({"tmp": tmp, "final": artifact.remote, "sha256": artifact.sha256,
