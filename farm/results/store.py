@@ -2,11 +2,12 @@
 
 File: `farm.paths.state_dir() / "results.sqlite"` unless a path is given. Tables:
 
-* `meta(key, value)` – `schema_version` (= `schema.SCHEMA_VERSION`). A store of another
-  version, or whose `records` columns differ from `FIELDS`, is refused with StoreError.
+* `meta(key, value)` – `schema_version` (= `schema.SCHEMA_VERSION`). An older store is
+  migrated (below); a newer one, or one of this version whose `records` columns differ
+  from `FIELDS` (a field changed without a version bump), is refused with StoreError.
 * `runs(run_id, started_utc, finished_utc, command, status, meta)` – one bench invocation;
   status "running" until `finish_run` sets ok | partial | failed | interrupted.
-* `records(<FIELDS in order>)` – text -> TEXT, int -> INTEGER, real -> REAL, json -> TEXT
+* `records(<FIELDS>)` – text -> TEXT, int -> INTEGER, real -> REAL, json -> TEXT
   holding JSON. `records()` returns dicts with the JSON fields parsed.
 
 Crash safety (chosen, not defaulted): every `add` is its own transaction, so records
