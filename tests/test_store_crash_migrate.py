@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 V1_COMMIT = "afd27d5fc803b6e3527aa5b076ccb7275359f793"  # last commit writing schema version 1
 
 _WRITER = r"""
-import sys, time
+import os, sys, time
 from farm.results.store import ResultStore
 s = ResultStore(sys.argv[1])
 run = s.start_run("crash")
@@ -43,12 +43,15 @@ if mode == "burst":
         print("stored", i, flush=True)
 for i in range(20):
     s.add(rec(i))
+wal = sys.argv[1] + "-wal"
+before = os.path.getsize(wal)
+big = "[" + ",".join(["1.0"] * 8000) + "]"
 with s._transaction() as db:  # the same transaction `add` uses, held open
-    for i in range(200):       # many pages: the WAL holds uncommitted frames
+    for i in range(250):       # ~8 MB, more than SQLite's page cache: it spills uncommitted
         db.execute("INSERT INTO records (record_id, run_id, device, route, status, samples_ms)"
-                   " VALUES (?, ?, 'x', 'ort', 'ok', ?)", ("open-%d" % i, run, "[1.0]" * 1))
+                   " VALUES (?, ?, 'x', 'ort', 'ok', ?)", ("open-%d" % i, run, big))
     db.execute("UPDATE runs SET status = 'ok' WHERE run_id = ?", (run,))
-    print("inside", flush=True)
+    print("inside", before, os.path.getsize(wal), flush=True)
     time.sleep(120)
 """
 
@@ -74,8 +77,10 @@ def test_writer_killed_inside_a_transaction(tmp_path: Path) -> None:
     proc = _writer(path, "hold")
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "inside", proc.stderr.read()
-        assert Path(f"{path}-wal").stat().st_size > 100 * 1024  # uncommitted pages written
+        said = proc.stdout.readline().split()
+        assert said and said[0] == "inside", proc.stderr.read()
+        before, during = int(said[1]), int(said[2])
+        assert during > before + (1 << 20)  # uncommitted frames are in the WAL file
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(30) == -signal.SIGKILL
     finally:
