@@ -26,7 +26,7 @@ from typing import Any
 
 from farm.errors import AgentError, ProtocolError, TransportError
 from farm.protocol import wire
-from farm.protocol.untrusted import EventGuard
+from farm.protocol.untrusted import EventGuard, check_state
 from farm.transports.base import RemoteProcess, Transport
 
 _EOF = object()
@@ -243,7 +243,7 @@ class AgentSession:
             self._queues.pop(rid, None)
 
     def state(self) -> dict[str, Any]:
-        return self._call("state")
+        return check_state(self._call("state"), self.device)
 
     def ping(self) -> dict[str, Any]:
         return self._call("ping")

@@ -19,7 +19,8 @@ message naming the event, and never makes the host write, read or keep more than
 
 Life cycle: one `EventGuard(request, device)` per run_route; `check(ev)` on every event in
 order; it raises `ProtocolError` (an `AgentError`: the device is failed) on the first
-violation.
+violation. `check_state(data, device)` does the same for a `state` reply (the shape
+`farm.bench.stats.drift_flags` and the live view read: maps of numbers, not anything).
 """
 
 from __future__ import annotations
@@ -158,3 +159,47 @@ class EventGuard:
         if "runtime_bytes" in ev:
             self._count("info", "runtime_bytes", ev["runtime_bytes"], MAX_KB * 1024,
                         optional=True)
+
+
+# state reply key -> what its value must be (absent or null is always fine)
+_STATE_MAPS = {"governor": "text", "freq_khz": "number", "thermal_c": "temperature",
+               "thermal_type": "text"}
+_STATE_NUMBERS = ("mem_total_kb", "mem_available_kb", "disk_free_kb", "uptime_s")
+
+
+def check_state(data: dict[str, Any], device: str) -> dict[str, Any]:
+    """The device's `state` reply if its shape is one the host can read; ProtocolError
+    naming the key otherwise. Numbers must be finite and non-negative."""
+    def bad(key: str, what: str) -> ProtocolError:
+        return ProtocolError(f"device {device!r}: state reply refused: {key} {what}",
+                             hint="the device sent a state no farm agent sends; its results "
+                                  "are not trusted")
+
+    def number(value: Any, low: float = 0.0, high: float = MAX_KB * 1024) -> bool:
+        return (not isinstance(value, bool) and isinstance(value, (int, float))
+                and math.isfinite(value) and low <= value <= high)
+
+    checks = {"text": lambda v: isinstance(v, str) and len(v) <= 256, "number": number,
+              # a sensor that failed to read may report far below zero: finite is the rule
+              "temperature": lambda v: number(v, -1e6, 1e6)}
+
+    if len(data) > MAX_INFO_KEYS:
+        raise bad("reply", f"has {len(data)} keys")
+    for key, kind in _STATE_MAPS.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or len(value) > 4096:
+            raise bad(key, "must be an object of at most 4096 entries")
+        for name, item in value.items():
+            if not checks[kind](item):
+                raise bad(f"{key}[{name[:40]!r}]", f"= {str(item)[:40]!r} is not {kind} "
+                          "(bounded)")
+    for key in _STATE_NUMBERS:
+        if data.get(key) is not None and not number(data[key]):
+            raise bad(key, f"= {str(data[key])[:40]!r} is not a non-negative number")
+    load = data.get("load")
+    if load is not None and (not isinstance(load, list) or len(load) > 3
+                             or not all(number(x) for x in load)):
+        raise bad("load", "must be up to 3 non-negative numbers")
+    return data

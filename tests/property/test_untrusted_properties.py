@@ -141,3 +141,36 @@ def test_transport_download_is_capped(tmp_path: Path) -> None:
     with open_transport(local_device()) as t, pytest.raises(TransportError, match="limit"):
         t.get("/dev/zero", tmp_path / "x", max_bytes=1 << 20)
     assert (tmp_path / "x").stat().st_size <= 1 << 20
+
+
+@SETTINGS
+@given(state=st.dictionaries(st.sampled_from(["governor", "freq_khz", "thermal_c", "load",
+                                              "mem_total_kb", "uptime_s", "t_utc", "other"]),
+                             value, max_size=6))
+def test_state_reply_accepted_only_in_a_shape_drift_flags_can_read(state: dict) -> None:
+    """Whatever a device answers to `state`, the host either refuses it (ProtocolError) or
+    can compute drift flags and the live view's summary from it."""
+    from farm.bench.device_run import state_summary
+    from farm.bench.stats import drift_flags
+    from farm.protocol.untrusted import check_state
+
+    try:
+        check_state(state, "d")
+    except ProtocolError as exc:
+        assert "state reply refused" in str(exc)
+        return
+    drift_flags(state, state)
+    drift_flags({"freq_khz": {"cpu0": 1000}}, state)
+    state_summary(state)
+
+
+def test_real_agent_state_passes() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agents"))
+    import farm_agent
+
+    from farm.protocol.untrusted import check_state
+
+    state = farm_agent.read_state("/")
+    assert check_state(state, "local") is state
