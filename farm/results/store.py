@@ -51,7 +51,7 @@ from typing import Any
 from farm.errors import StoreError
 from farm.paths import state_dir
 from farm.results import migrate, provenance
-from farm.results.damage import is_damage
+from farm.results.damage import is_damage, scan
 from farm.results.integrity import IntegrityReport, check_store
 from farm.results.schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION
 from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, normalize_record
@@ -351,9 +351,35 @@ class ResultStore:
         sql = f"SELECT {COLUMNS_SQL} FROM records" + (
             " WHERE " + " AND ".join(where) if where else "")
         what = f"reading the records of run {run_id}" if run_id else "reading records"
-        with self._reading(what) as db:
-            rows = db.execute(sql + " ORDER BY created_utc, rowid", params).fetchall()
+        try:
+            with self._reading(what) as db:
+                rows = db.execute(sql + " ORDER BY created_utc, rowid", params).fetchall()
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, sqlite3.DatabaseError):
+                raise
+            rows = self._records_around_damage(filters, exc)
         return [self._decode(row) for row in rows]
+
+    def _records_around_damage(self, filters: dict[str, Any], damaged: StoreError
+                               ) -> list[tuple[Any, ...]]:
+        """The query's rows read one by one (the damage may be in an index, or on pages
+        of other runs); `damaged` is raised when an unreadable row may be one of them."""
+        with self._lock:
+            found = scan(self._db, "records", FIELD_NAMES, ("record_id", "run_id"))
+
+        def wanted(value: Any, want: Any) -> bool:
+            many = isinstance(want, (list, tuple, set, frozenset))
+            return value in want if many else value == want
+
+        run = filters.get("run_id")
+        for keys in found.unreadable.values():
+            if run is None or "run_id" not in keys or wanted(keys["run_id"], run):
+                raise damaged
+        index = {name: i for i, name in enumerate(FIELD_NAMES)}
+        rows = [(rowid, row) for rowid, row in found.rows.items()
+                if all(wanted(row[index[k]], v) for k, v in filters.items())]
+        rows.sort(key=lambda item: (item[1][index["created_utc"]] or "", item[0]))
+        return [row for _, row in rows]
 
     def _decode(self, row: Sequence[Any]) -> dict[str, Any]:
         rec = dict(zip(FIELD_NAMES, row, strict=True))
