@@ -9,6 +9,8 @@ What it does:
 - takes the device lock `<workdir>/agent.lock` (flock: the kernel releases it when this
   process dies, so a crashed agent never blocks the device); `--reap-stale` first kills a
   leftover agent of an earlier, dead host session (a cut link leaves one running);
+- starts clean: what a killed agent left behind (the lock naming its dead pid, the process
+  group of its runner, request files under out/requests/) is cleared, each step logged;
 - sends `hello` (protocol version, own sha256, python, platform, CPU, which routes can run
   here and why not);
 - answers `ping`, `state`, `run_route`, `cancel`, `bye`. Each route runs in a FRESH child
@@ -143,6 +145,22 @@ def pid_running(pid):
     if not stat:
         return False
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def group_members(pgid):
+    """Pids of the live processes in process group `pgid` (from /proc)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = read_text("/proc/%s/stat" % entry)
+        if not stat:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        # fields after the name: state ppid pgrp ...
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            members.append(int(entry))
+    return members
 
 
 def normalized_arch():
@@ -507,7 +525,9 @@ class Agent(object):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self.lock_fd = fd
+                previous = self.lock_info()
                 self.write_lock_info()
+                self.clean_start(previous)
                 return True
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
@@ -583,6 +603,41 @@ class Agent(object):
                         break
                     time.sleep(0.05)
         time.sleep(0.05)
+
+    def clean_start(self, previous):
+        """Clear what an earlier agent left (we hold the lock, so it is gone): its lock
+        entry, its runner's process group, its request files. Logged, never fatal."""
+        pid, child = previous.get("pid"), previous.get("child")
+        if isinstance(pid, int) and pid != os.getpid():
+            state = "still running (reaped)" if pid_running(pid) else "dead"
+            log("clean start: cleared the lock of agent pid %s (%s, holder %r, since %s)"
+                % (pid, state, previous.get("holder"), previous.get("since")))
+        if isinstance(child, int) and child > 1:
+            # the group must still run something of this work dir: a recycled pid is left alone
+            members = [m for m in group_members(child)
+                       if self.workdir in (read_text("/proc/%d/cmdline" % m, "") or "")]
+            if members:
+                try:
+                    os.killpg(child, signal.SIGKILL)
+                    log("clean start: killed the leftover runner process group %d (%s)"
+                        % (child, ", ".join(str(m) for m in members)))
+                except OSError as exc:
+                    log("clean start: cannot kill runner group %d: %s" % (child, exc))
+        req_dir = os.path.join(self.workdir, "out", "requests")
+        try:
+            stale = sorted(os.listdir(req_dir))
+        except OSError:
+            stale = []
+        removed = []
+        for name in stale:
+            try:
+                os.unlink(os.path.join(req_dir, name))
+                removed.append(name)
+            except OSError as exc:
+                log("clean start: cannot remove stale request %s: %s" % (name, exc))
+        if removed:
+            log("clean start: removed %d stale request file(s) from %s: %s"
+                % (len(removed), req_dir, ", ".join(removed[:10])))
 
     def note_child(self, pid):
         self.child_pid = pid

@@ -37,6 +37,12 @@ TEST_RUNNER = textwrap.dedent("""
     ev(ev="loaded", load_ms=1.5)
     if mode == "sleep":
         time.sleep(600)
+    if mode == "forker":  # a helper process in the runner's group outlives the runner
+        if os.fork() == 0:
+            open(opts["pidfile"] + ".helper", "w").write(str(os.getpid()))
+            time.sleep(600)
+            os._exit(0)
+        time.sleep(600)
     if mode == "crash":
         sys.stderr.write("runner: segfault imitation\\n"); sys.stderr.flush()
         os.kill(os.getpid(), 11)
@@ -234,6 +240,43 @@ def test_device_lock_busy_then_reaped(workdir: Path) -> None:
         assert session.ping()
         assert first.wait(timeout=10) is not None
         assert wait_gone(runner)
+
+
+def test_clean_start_after_a_killed_agent(workdir: Path) -> None:
+    """A SIGKILLed agent leaves its lock (naming its dead pid), its runner's helper process
+    and its request file; the next agent clears all three and says so in its log."""
+    first, _ = start_raw_agent(workdir)
+    assert first.stdin is not None and first.stdout is not None
+    first.stdin.write(wire.request("run_route", "r1", runner="runners/test_runner.py",
+                                   request=request(workdir, "forker"), timeout_s=600) + "\n")
+    first.stdin.flush()
+    assert json.loads(first.stdout.readline())["ev"]["ev"] == "loaded"
+    helper_file = workdir / "forker.pid.helper"
+    deadline = time.monotonic() + 10
+    while not helper_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    helper = int(helper_file.read_text())
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    runner = int((workdir / "forker.pid").read_text())
+    assert wait_gone(runner)  # the runner dies with its agent (PDEATHSIG)...
+    assert alive(helper)      # ...but not what it started
+    requests = list((workdir / "out" / "requests").iterdir())
+    assert len(requests) == 1 and f"-{first.pid}.json" in requests[0].name
+    assert json.loads((workdir / "agent.lock").read_text())["pid"] == first.pid
+
+    second, hello = start_raw_agent(workdir)
+    try:
+        assert hello["kind"] == "hello"
+        assert wait_gone(helper), "the dead agent's runner group was not cleared"
+        assert list((workdir / "out" / "requests").iterdir()) == []
+        assert json.loads((workdir / "agent.lock").read_text())["pid"] == second.pid
+    finally:
+        _, log = second.communicate("", timeout=15)  # stdin EOF: the agent exits
+    assert second.returncode == 0
+    assert f"cleared the lock of agent pid {first.pid} (dead" in log
+    assert f"killed the leftover runner process group {runner} ({helper})" in log
+    assert "removed 1 stale request file(s)" in log and requests[0].name in log
 
 
 def test_session_close_leaves_nothing(workdir: Path) -> None:

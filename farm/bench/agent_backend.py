@@ -30,6 +30,7 @@ from farm.deploy import deploy_device
 from farm.errors import DeployError, FarmError
 from farm.inventory.device import Device
 from farm.protocol.session import AgentSession, RouteFailed
+from farm.protocol.untrusted import outputs_cap
 from farm.transports import Transport, open_transport
 
 
@@ -144,8 +145,11 @@ class AgentBackend:
                                      "be trusted")
         assert self.transport is not None
         local = self._tmp / f"{route}.ftns"
+        # the device named the file (EventGuard: inside the run's output dir); the host picks
+        # where it lands and how much it takes
+        cap = outputs_cap(sum(a.nbytes for a in self.prepared.reference.values()))
         try:
-            self.transport.get(out.outputs_file, local)
+            self.transport.get(out.outputs_file, local, max_bytes=cap)
             return dict(ftns_module().read(str(local)))
         except (FarmError, ValueError, OSError) as exc:
             # a lost link shows up again at the next request and fails the device there

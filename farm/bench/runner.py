@@ -72,6 +72,7 @@ class Bench:
         self.run_id = ""
 
     def start(self, emit: Emit) -> str:
+        self.store.require_sound()  # never write into a damaged store (farm results recover)
         emit({"t": time.time(), "device": None, "event": "phase", "phase": "prepare",
               "model": self.config.model, "variant": self.config.variant})
         prepared = prepare(self.config)

@@ -22,6 +22,7 @@ import threading
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from farm.deploy import DeployResult, deploy
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     failed = [r for r in results.values() if not r.ok]
     for r in failed:
-        console.print(f"[red]deploy failed on {r.device}[/red]: {r.error}")
+        console.print(f"[red]deploy failed on {r.device}[/red]: {escape(r.error or '')}")
     not_pruned = [p for p in pruned.values() if not p.ok]
     for p in not_pruned:
         console.print(f"[yellow]not pruned on {p.device}[/yellow]: {p.refused or p.error}")
@@ -223,7 +224,7 @@ def run_rpc_server(args: argparse.Namespace) -> int:
                 console.print("stopping")
                 return 0
             console.print(f"[red]RPC server {args.key} on {device.name} exited[/red]: "
-                          f"{server.log_tail()[-800:]}")
+                          f"{escape(server.log_tail()[-800:])}")
             return 1
     finally:
         transport.close()

@@ -3,7 +3,9 @@
 `list` prints every run; `show RUN` prints a run's records (RUN: an id, a unique prefix
 of one, or "latest"), optionally filtered by device/route and with chosen columns, as a
 table, md, csv, json, jsonl or sql;
-`check` runs the store's integrity check (exit 1 when it finds problems);
+`check` runs the store's integrity check, reading row by row around damaged pages and
+naming what cannot be read (exit 1 when it finds problems); `recover OUT.sqlite` copies
+every readable record of a damaged store into a new store (atomically);
 `tag RUN NAME` names a run (e.g. `main`) for `farm compare`; `tags` lists the names.
 """
 
@@ -73,11 +75,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     tag_list = actions.add_parser("tags", help="every tag and the run it names")
     add_store_option(tag_list)
     tag_list.set_defaults(func=run_tags)
+    recover = actions.add_parser(
+        "recover", help="salvage every readable record of a damaged store into a new one")
+    recover.add_argument("out", metavar="OUT.sqlite", help="the new store (must not exist)")
+    add_store_option(recover)
+    recover.set_defaults(func=run_recover)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
-    raise UsageError("choose an action: list, show, check, tag or tags")
+    raise UsageError("choose an action: list, show, check, recover, tag or tags")
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -121,6 +128,10 @@ def run_check(args: argparse.Namespace) -> int:
         report = store.integrity_check()
         path = store.path
     print(f"{path}: {report.summary()}")
+    if report.damaged:
+        raise StoreError(f"result store {path} is damaged",
+                         hint=f"`farm results recover OUT.sqlite --store {path}` copies every "
+                              "readable record into a new store")
     if not report.ok:
         raise StoreError(f"result store {path} failed its integrity check",
                          hint="the problems are listed above; a record whose statistics "
@@ -144,4 +155,16 @@ def run_tags(args: argparse.Namespace) -> int:
     with ResultStore(args.store, create=False) as store:
         for name, run_ids in tags(store).items():
             print(f"{name}\t{','.join(run_ids)}")
+
+def run_recover(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from farm.results.recover import recover_store
+    from farm.results.store import default_store_path
+
+    src = Path(args.store) if args.store else default_store_path()
+    result = recover_store(src, Path(args.out))
+    print(result.summary())
+    print(f"check it with `farm results check --store {args.out}`; use it with --store "
+          f"{args.out}, or move it over {src}")
     return 0

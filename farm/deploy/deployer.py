@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from farm.build.registry import Artifact
-from farm.errors import DeployError, FarmError
+from farm.deploy.write_cause import upload_failed
+from farm.errors import DeployError, FarmError, TransportError
 from farm.inventory.device import Device
 from farm.paths import agents_dir
 from farm.transports import Transport, open_transport
@@ -173,9 +174,15 @@ def deploy_device(device: Device, artifacts: Sequence[Artifact],
                 tmp, offset = part_name(artifact), offsets[artifact.remote]
                 base, partial[0] = done, 0
                 report(device.name, done, total, "uploading")
-                link.put(Path(artifact.local), f"{device.workdir}/{tmp}", offset=offset,
-                         stop=stopped,
-                         callback=lambda sent, _t, b=base, o=offset: sending(sent, b, o))
+                try:
+                    link.put(Path(artifact.local), f"{device.workdir}/{tmp}", offset=offset,
+                             stop=stopped,
+                             callback=lambda sent, _t, b=base, o=offset: sending(sent, b, o))
+                except UploadInterrupted:
+                    raise
+                except TransportError as exc:  # SFTP often says only "Failure": ask why
+                    raise upload_failed(link, device, f"{device.workdir}/{tmp}",
+                                        artifact.size - offset, exc) from None
                 done += artifact.size - offset
                 partial[0] = 0
                 result.bytes_resumed += offset

@@ -26,6 +26,7 @@ from typing import Any
 
 from farm.errors import AgentError, ProtocolError, TransportError
 from farm.protocol import wire
+from farm.protocol.untrusted import EventGuard, check_state
 from farm.transports.base import RemoteProcess, Transport
 
 _EOF = object()
@@ -242,7 +243,7 @@ class AgentSession:
             self._queues.pop(rid, None)
 
     def state(self) -> dict[str, Any]:
-        return self._call("state")
+        return check_state(self._call("state"), self.device)
 
     def ping(self) -> dict[str, Any]:
         return self._call("ping")
@@ -259,12 +260,14 @@ class AgentSession:
         self._send("run_route", rid, runner=runner, request=request, timeout_s=timeout_s,
                    verify=verify or {})
         finished = False
+        guard = EventGuard(request, self.device)  # the device is untrusted: ranges, order
         try:
             deadline = time.monotonic() + timeout_s + 30.0  # the agent enforces timeout_s
             while True:
                 message = self._next(rid, deadline)
                 kind = message["kind"]
                 if kind == "event":
+                    guard.check(message["ev"])
                     yield message["ev"]
                 elif kind == "log":
                     continue

@@ -35,6 +35,10 @@ Agent -> host, field `kind`:
     error   id (or null), message  a request refused (unknown proto/op, bad line, busy)
     log     id (or null), text     a stray non-JSON runner stdout line, for diagnostics
 
+Numbers: NaN, Infinity and numbers that overflow to infinity (1e999) are refused on
+every line (`strict_number`): no non-finite value enters the host. What values mean (ranges,
+sizes, paths, event order) is checked per route run by `farm.protocol.untrusted`.
+
 Liveness: the host pings every few seconds; an agent that hears nothing on stdin for its
 `--idle-timeout` (a cut link leaves sshd and the agent unaware) kills its children and
 exits, and a host that hears nothing for `dead_after_s` declares the link down.
@@ -84,6 +88,22 @@ RUNNER_EVENTS: dict[str, dict[str, tuple[type, ...]]] = {
 }
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NotFinite(f"non-finite number {name}")
+
+
+def strict_number(text: str) -> float:
+    """JSON float parser that refuses what would become inf (e.g. 1e999)."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _NotFinite(f"number {text[:40]} overflows to infinity")
+    return value
+
+
 def excerpt(line: str | bytes, limit: int = 80) -> str:
     """A short, printable view of a line for error messages."""
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
@@ -120,7 +140,11 @@ def decode(line: str | bytes, lineno: int, where: str = "agent") -> dict[str, An
                             f"byte cap: {excerpt(line)}",
                             hint="a runner printed a huge line; check its stdout")
     try:
-        message = json.loads(line)
+        message = json.loads(line, parse_constant=_refuse_constant, parse_float=strict_number)
+    except _NotFinite as exc:
+        raise ProtocolError(f"{where} line {lineno}: {exc}: {excerpt(line)}",
+                            hint="the device sent a number the protocol does not allow "
+                                 "(NaN/Infinity); its results are not trusted") from None
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         # RecursionError: a deeply nested line, well under the size cap
         raise ProtocolError(f"{where} line {lineno}: not JSON ({exc.__class__.__name__}): "

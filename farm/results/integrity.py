@@ -5,7 +5,10 @@ Contract:
   `PRAGMA integrity_check`; every run's status and meta JSON; every record's JSON fields
   parse, its fields have their schema types, its status is known, it belongs to a run,
   and its statistics equal a recomputation from `samples_ms` (`validate.stats_mismatches`).
-  Problems are collected, never raised; `ResultStore.integrity_check()` calls this.
+  Rows are read one by one around damaged pages (`farm.results.damage`): the report names
+  the runs and records that cannot be read (`unreadable_runs`, `unreadable_records`,
+  `damaged_runs`: runs that lost records). Problems are collected, never raised — not even
+  SQLite's "database disk image is malformed"; `ResultStore.integrity_check()` calls this.
 * `assert_store_ok(store)` -> the report, or StoreError listing the problems.
 * `partial_run_problems(store, run_id, failed_devices)` -> what is wrong with a run that
   lost some devices: the run must be "partial"; every failed device must have a record
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from farm.errors import StoreError
+from farm.results.damage import scan
 from farm.results.schema import FAILED, FIELD_NAMES, FIELDS, PARTIAL
 from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, check_type, stats_mismatches
 
@@ -38,24 +42,48 @@ class IntegrityReport:
     runs_checked: int = 0
     records_checked: int = 0
     problems: list[str] = field(default_factory=list)
+    # damage inside the file: what could not be read at all
+    unreadable_runs: list[str] = field(default_factory=list)
+    unreadable_records: list[str] = field(default_factory=list)
+    damaged_runs: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def damaged(self) -> bool:
+        return bool(self.unreadable_runs or self.unreadable_records
+                    or any(p.startswith("sqlite: ") for p in self.problems))
+
     def summary(self) -> str:
-        head = (f"{self.runs_checked} run(s), {self.records_checked} record(s) checked: "
+        head = (f"{self.runs_checked} run(s), {self.records_checked} record(s) read: "
                 + ("ok" if self.ok else f"{len(self.problems)} problem(s)"))
-        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+        lines = [head, *(f"  - {p}" for p in self.problems)]
+        if self.damaged:
+            lines.append("  DAMAGED: " + (
+                f"{len(self.unreadable_records)} record(s) and {len(self.unreadable_runs)} "
+                f"run row(s) cannot be read; runs that lost records: "
+                f"{', '.join(self.damaged_runs) or 'none known'}"))
+        return "\n".join(lines)
+
+
+_RUN_COLS = ("run_id", "status", "meta")
 
 
 def check_store(db: sqlite3.Connection) -> IntegrityReport:
     report = IntegrityReport()
-    rows = [r[0] for r in db.execute("PRAGMA integrity_check")]
+    try:
+        rows = [str(r[0]) for r in db.execute("PRAGMA integrity_check")]
+    except sqlite3.DatabaseError as exc:  # too damaged for SQLite's own check to finish
+        rows = [f"integrity_check stopped: {exc}"]
     if rows != ["ok"]:
-        report.problems += [f"sqlite: {r}" for r in rows]
+        report.problems += [f"sqlite: {r}" for r in rows[:20]]
+        if len(rows) > 20:
+            report.problems.append(f"sqlite: ... and {len(rows) - 20} more")
+    runs = scan(db, "runs", _RUN_COLS, ("run_id",))
     run_ids = set()
-    for run_id, status, meta in db.execute("SELECT run_id, status, meta FROM runs"):
+    for run_id, status, meta in runs.rows.values():
         report.runs_checked += 1
         run_ids.add(run_id)
         if status not in RUN_STATUSES:
@@ -64,10 +92,24 @@ def check_store(db: sqlite3.Connection) -> IntegrityReport:
             json.loads(meta or "{}")
         except ValueError as exc:
             report.problems.append(f"run {run_id}: meta is not valid JSON ({exc})")
-    cols = ", ".join(f'"{n}"' for n in FIELD_NAMES)
-    for row in db.execute(f"SELECT {cols} FROM records ORDER BY rowid"):
+    for rowid, keys in sorted(runs.unreadable.items()):
+        name = keys.get("run_id") or f"rowid {rowid}"
+        report.unreadable_runs.append(name)
+        report.problems.append(f"run {name}: its row is on a damaged page and cannot be read")
+    records = scan(db, "records", FIELD_NAMES, ("record_id", "run_id"))
+    for row in records.rows.values():
         report.records_checked += 1
         report.problems += _record_problems(dict(zip(FIELD_NAMES, row, strict=True)), run_ids)
+    damaged_runs = set()
+    for rowid, keys in sorted(records.unreadable.items()):
+        name = keys.get("record_id") or f"rowid {rowid}"
+        run = keys.get("run_id")
+        report.unreadable_records.append(name)
+        report.problems.append(f"record {name} (run {run or 'unknown'}): on a damaged page, "
+                               "cannot be read")
+        if run:
+            damaged_runs.add(run)
+    report.damaged_runs = sorted(damaged_runs | set(report.unreadable_runs))
     return report
 
 

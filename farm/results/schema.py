@@ -1,8 +1,10 @@
 """The one ordered, typed field list of a benchmark record (llama-bench style).
 
 Every printer (md/csv/json/jsonl) and the SQLite table are generated from `FIELDS`;
-adding a field here adds it everywhere. `SCHEMA_VERSION` is stored with the data and
-a store of another version is refused with a clear message.
+adding a field here adds it everywhere. `SCHEMA_VERSION` is stored with the data: a
+store of an older version is migrated in place when opened (`farm.results.migrate` adds the
+columns of fields added since — bump the version whenever you add a field), a newer one is
+refused with a clear message.
 
 One record = one (run, device, route, configuration) measurement. `samples_ms` keeps
 every raw steady-state sample; all statistics are recomputable from it.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # history in farm/results/migrate.py
 
 # status values
 OK = "ok"                    # measured, outputs matched

@@ -2,16 +2,32 @@
 
 File: `farm.paths.state_dir() / "results.sqlite"` unless a path is given. Tables:
 
-* `meta(key, value)` – `schema_version` (= `schema.SCHEMA_VERSION`). A store of another
-  version, or whose `records` columns differ from `FIELDS`, is refused with StoreError.
+* `meta(key, value)` – `schema_version` (= `schema.SCHEMA_VERSION`). An older store is
+  migrated (below); a newer one, or one of this version whose `records` columns differ
+  from `FIELDS` (a field changed without a version bump), is refused with StoreError.
 * `runs(run_id, started_utc, finished_utc, command, status, meta)` – one bench invocation;
   status "running" until `finish_run` sets ok | partial | failed | interrupted.
-* `records(<FIELDS in order>)` – text -> TEXT, int -> INTEGER, real -> REAL, json -> TEXT
+* `records(<FIELDS>)` – text -> TEXT, int -> INTEGER, real -> REAL, json -> TEXT
   holding JSON. `records()` returns dicts with the JSON fields parsed.
 
-Every `add` is its own transaction, so records written before a crash or Ctrl-C survive.
-The journal is WAL so `farm results` can read while a bench writes. One `ResultStore` may
-be shared by the worker threads of a bench (a lock serialises them).
+Crash safety (chosen, not defaulted): every `add` is its own transaction, so records
+written before a crash, a SIGKILL or Ctrl-C survive and a record is never half written.
+The journal is WAL (`journal_mode=WAL`, kept in the file) so `farm results` can read while
+a bench writes, and `synchronous=FULL` (set on every connection): each commit fsyncs the
+WAL, so a record the bench reported stored survives a power cut too. NORMAL would only
+risk the last records on power loss, but records are few and small (one fsync each costs
+milliseconds next to a route's seconds), so durability wins. One `ResultStore` may be
+shared by the worker threads of a bench (a lock serialises them).
+
+A store written by an older farm is migrated in place when opened (`farm.results.migrate`:
+missing columns added, version bumped, one transaction). Columns are named in every query,
+so their order in the file does not matter.
+
+Damage: a store damaged inside the file still opens; a query that meets a damaged page
+raises StoreError saying the store is damaged and pointing at `farm results check` (names
+what is unreadable, `farm.results.damage`) and `farm results recover OUT.sqlite` (salvages
+every readable record, `farm.results.recover`). `require_sound()` (SQLite's quick_check)
+is what a bench calls before writing: it refuses a damaged store.
 
 Life cycle: `ResultStore(path)` opens or creates the file and checks its version ->
 `start_run` -> `add`* [-> `set_status` of kept records] -> `finish_run` -> `close()` (or
@@ -34,7 +50,8 @@ from typing import Any
 
 from farm.errors import StoreError
 from farm.paths import state_dir
-from farm.results import provenance
+from farm.results import migrate, provenance
+from farm.results.damage import is_damage, scan
 from farm.results.integrity import IntegrityReport, check_store
 from farm.results.schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION
 from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, normalize_record
@@ -42,12 +59,22 @@ from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, normalize_recor
 STORE_FILENAME = "results.sqlite"
 SQL_TYPES = {"text": "TEXT", "int": "INTEGER", "real": "REAL", "json": "TEXT"}
 JSON_FIELDS = tuple(f.name for f in FIELDS if f.type == "json")
+COLUMNS_SQL = ", ".join(f'"{n}"' for n in FIELD_NAMES)
 
 __all__ = ["RUN_STATUSES", "IntegrityReport", "ResultStore", "RunInfo", "default_store_path"]
 
 
 def default_store_path() -> Path:
     return state_dir() / STORE_FILENAME
+
+
+def damaged_error(path: Path, what: str, exc: BaseException) -> StoreError:
+    """The one message every reader gives when it meets a damaged part of a store."""
+    return StoreError(
+        f"result store {path} is damaged: {what} failed ({exc})",
+        hint=f"`farm results check --store {path}` names the unreadable runs and records; "
+             f"`farm results recover OUT.sqlite --store {path}` copies every readable record "
+             "into a new store (then use OUT.sqlite, or move it over this one)")
 
 
 @dataclass(frozen=True)
@@ -97,6 +124,7 @@ class ResultStore:
         of leaving an empty store behind."""
         self.path = Path(path) if path is not None else default_store_path()
         self._lock = threading.RLock()
+        self.migrated: list[str] = []  # columns added when this store was opened
         if not create and not self.path.exists():
             raise StoreError(f"no result store at {self.path}",
                              hint="run `farm bench` first, or point --store at a store file")
@@ -122,6 +150,8 @@ class ResultStore:
     def _open(self) -> None:
         tables = {r[0] for r in self._db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        # see the module docstring: WAL for reading while a bench writes, FULL for durability
+        self._db.execute("PRAGMA synchronous=FULL")
         if not tables:
             self._db.execute("PRAGMA journal_mode=WAL")
             with self._transaction():
@@ -135,6 +165,11 @@ class ResultStore:
                              hint="use another path (--store) or move the file aside")
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = row[0] if row else None
+        if version is not None and version.isdigit() and \
+                migrate.OLDEST_MIGRATABLE <= int(version) < SCHEMA_VERSION:
+            self.migrated = migrate.upgrade(self._db, self.path, FIELDS, int(version),
+                                            SCHEMA_VERSION)
+            version = str(SCHEMA_VERSION)
         if version != str(SCHEMA_VERSION):
             newer = version is not None and version.isdigit() and int(version) > SCHEMA_VERSION
             raise StoreError(
@@ -145,7 +180,7 @@ class ResultStore:
                 f"the farm version that wrote it can still read it",
             )
         columns = [r[1] for r in self._db.execute("PRAGMA table_info(records)")]
-        if tuple(columns) != FIELD_NAMES:
+        if set(columns) != set(FIELD_NAMES):
             raise StoreError(
                 f"result store {self.path}: records columns differ from schema version "
                 f"{SCHEMA_VERSION} (missing {sorted(set(FIELD_NAMES) - set(columns))}, "
@@ -156,14 +191,44 @@ class ResultStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._reading("writing"):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock; a damaged page becomes the "damaged" StoreError."""
+        with self._lock:
+            try:
+                yield self._db
+            except sqlite3.DatabaseError as exc:
+                if is_damage(exc):
+                    raise damaged_error(self.path, what, exc) from exc
+                raise
+
+    def quick_check(self) -> list[str]:
+        """SQLite's `PRAGMA quick_check` (structure only, no index contents): [] when the
+        file is sound, else its complaints."""
+        with self._lock:
+            try:
+                rows = [str(r[0]) for r in self._db.execute("PRAGMA quick_check")]
+            except sqlite3.DatabaseError as exc:
+                return [str(exc)]
+        return [] if rows == ["ok"] else rows
+
+    def require_sound(self) -> None:
+        """Refuse to write into a damaged store (a bench calls this before it starts):
+        records added to a damaged file could land on, or next to, the broken pages."""
+        problems = self.quick_check()
+        if problems:
+            raise damaged_error(self.path, "SQLite's quick_check",
+                                "; ".join(problems[:3]) + (" ..." if len(problems) > 3 else ""))
 
     def close(self) -> None:
         with self._lock:
@@ -200,8 +265,8 @@ class ResultStore:
 
     def runs(self) -> list[RunInfo]:
         """Every run, oldest first, with its record count."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._reading("reading the runs") as db:
+            rows = db.execute(
                 "SELECT r.run_id, r.started_utc, r.finished_utc, r.command, r.status, r.meta, "
                 "(SELECT COUNT(*) FROM records c WHERE c.run_id = r.run_id) "
                 "FROM runs r ORDER BY r.started_utc, r.run_id").fetchall()
@@ -211,15 +276,15 @@ class ResultStore:
     def resolve_run(self, prefix: str) -> str:
         """The run id matching `prefix` exactly or as a unique prefix; "latest" is the
         most recently started run."""
-        with self._lock:
+        with self._reading("reading the runs") as db:
             if prefix == "latest":
-                row = self._db.execute(
+                row = db.execute(
                     "SELECT run_id FROM runs ORDER BY started_utc DESC, run_id DESC LIMIT 1"
                 ).fetchone()
                 if row is None:
                     raise StoreError(f"no runs in {self.path}", hint="run `farm bench` first")
                 return str(row[0])
-            ids = [r[0] for r in self._db.execute(
+            ids = [r[0] for r in db.execute(
                 "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY run_id",
                 (len(prefix), prefix))]
         if prefix in ids:
@@ -257,14 +322,14 @@ class ResultStore:
         values = [json.dumps(full[f.name], allow_nan=False)
                   if f.type == "json" and full[f.name] is not None else full[f.name]
                   for f in FIELDS]
-        marks = ", ".join("?" * len(FIELDS))
+        marks = ", ".join("?" * len(FIELDS))  # columns named: their order in the file is free
         with self._transaction() as db:
             if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (full["run_id"],)
                           ).fetchone() is None:
                 raise StoreError(f"record for run {full['run_id']!r}: no such run in "
                                  f"{self.path}", hint="call start_run() first")
             try:
-                db.execute(f"INSERT INTO records VALUES ({marks})", values)
+                db.execute(f"INSERT INTO records ({COLUMNS_SQL}) VALUES ({marks})", values)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"record {full['record_id']!r} not stored: {exc}") from exc
         return full
@@ -299,10 +364,38 @@ class ResultStore:
             else:
                 where.append(f'"{name}" = ?')
                 params.append(value)
-        sql = "SELECT * FROM records" + (" WHERE " + " AND ".join(where) if where else "")
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY created_utc, rowid", params).fetchall()
+        sql = f"SELECT {COLUMNS_SQL} FROM records" + (
+            " WHERE " + " AND ".join(where) if where else "")
+        what = f"reading the records of run {run_id}" if run_id else "reading records"
+        try:
+            with self._reading(what) as db:
+                rows = db.execute(sql + " ORDER BY created_utc, rowid", params).fetchall()
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, sqlite3.DatabaseError):
+                raise
+            rows = self._records_around_damage(filters, exc)
         return [self._decode(row) for row in rows]
+
+    def _records_around_damage(self, filters: dict[str, Any], damaged: StoreError
+                               ) -> list[tuple[Any, ...]]:
+        """The query's rows read one by one (the damage may be in an index, or on pages
+        of other runs); `damaged` is raised when an unreadable row may be one of them."""
+        with self._lock:
+            found = scan(self._db, "records", FIELD_NAMES, ("record_id", "run_id"))
+
+        def wanted(value: Any, want: Any) -> bool:
+            many = isinstance(want, (list, tuple, set, frozenset))
+            return value in want if many else value == want
+
+        run = filters.get("run_id")
+        for keys in found.unreadable.values():
+            if run is None or "run_id" not in keys or wanted(keys["run_id"], run):
+                raise damaged
+        index = {name: i for i, name in enumerate(FIELD_NAMES)}
+        rows = [(rowid, row) for rowid, row in found.rows.items()
+                if all(wanted(row[index[k]], v) for k, v in filters.items())]
+        rows.sort(key=lambda item: (item[1][index["created_utc"]] or "", item[0]))
+        return [row for _, row in rows]
 
     def _decode(self, row: Sequence[Any]) -> dict[str, Any]:
         rec = dict(zip(FIELD_NAMES, row, strict=True))

@@ -14,7 +14,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from farm.errors import TransportError
 from farm.inventory.device import Device
 
 # A line longer than this is cut here (and the rest of it dropped): a runaway remote
@@ -115,7 +117,9 @@ class Transport(ABC):
         far stay on the device)."""
 
     @abstractmethod
-    def get(self, remote: str, local: Path) -> None: ...
+    def get(self, remote: str, local: Path, *, max_bytes: int | None = None) -> None:
+        """Download; with `max_bytes`, a file that turns out larger (or endless, like a
+        device file) is refused with TransportError after that many bytes."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -125,6 +129,22 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def copy_capped(src: BinaryIO, dst: BinaryIO, max_bytes: int | None, what: str,
+                device: str) -> None:
+    """Copy a stream, refusing more than `max_bytes` (a device must not fill the host)."""
+    total = 0
+    while True:
+        block = src.read(1 << 16)
+        if not block:
+            return
+        total += len(block)
+        if max_bytes is not None and total > max_bytes:
+            raise TransportError(f"{what} is over the {max_bytes}-byte limit for it: refused",
+                                 device=device,
+                                 hint="the device sent more than this file can hold")
+        dst.write(block)
 
 
 def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:

@@ -13,7 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from farm.errors import TransportError
-from farm.transports.base import LINE_CAP_BYTES, QueuedProcess, RunResult, Transport
+from farm.transports.base import (
+    LINE_CAP_BYTES,
+    QueuedProcess,
+    RunResult,
+    Transport,
+    copy_capped,
+)
 
 _COPY_BLOCK = 4 << 20
 
@@ -133,9 +139,13 @@ class LocalTransport(Transport):
         if callback and size == offset:
             callback(size, size)
 
-    def get(self, remote: str, local: Path) -> None:
+    def get(self, remote: str, local: Path, *, max_bytes: int | None = None) -> None:
         try:
-            shutil.copyfile(remote, local)
+            if max_bytes is None:
+                shutil.copyfile(remote, local)
+                return
+            with open(remote, "rb") as src, open(local, "wb") as dst:
+                copy_capped(src, dst, max_bytes, remote, self.device.name)
         except OSError as exc:
             raise TransportError(f"cannot read {remote}: {exc}", device=self.device.name) from exc
 

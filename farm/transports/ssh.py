@@ -26,6 +26,7 @@ from farm.transports.base import (
     RunResult,
     Transport,
     command_line,
+    copy_capped,
 )
 from farm.transports.sftp_upload import upload
 
@@ -255,9 +256,14 @@ class SSHTransport(Transport):
             raise TransportError(f"upload to {remote} failed: {exc}",
                                  device=self.device.name) from None
 
-    def get(self, remote: str, local: Path) -> None:
+    def get(self, remote: str, local: Path, *, max_bytes: int | None = None) -> None:
         try:
-            self.sftp().get(remote, str(local))
+            if max_bytes is None:
+                self.sftp().get(remote, str(local))
+                return
+            # read as a stream with a cap: sftp.get trusts the size the device reports
+            with self.sftp().open(remote, "rb") as src, open(local, "wb") as dst:
+                copy_capped(src, dst, max_bytes, remote, self.device.name)
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise TransportError(f"download of {remote} failed: {exc}",
                                  device=self.device.name) from None
