@@ -20,7 +20,7 @@ message naming the event, and never makes the host write, read or keep more than
 Life cycle: one `EventGuard(request, device)` per run_route; `check(ev)` on every event in
 order; it raises `ProtocolError` (an `AgentError`: the device is failed) on the first
 violation. `check_state(data, device)` does the same for a `state` reply (the shape
-`farm.bench.stats.drift_flags` and the live view read: maps of numbers, not anything).
+`farm.results.stats.drift_flags` and the live view read: maps of numbers, not anything).
 """
 
 from __future__ import annotations
