@@ -97,6 +97,7 @@ def _plan_tvm(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
     return RoutePlan("tvm", lib.remote, tuple(items),
                      build_flags={"tvm_key": art.key[:12], "target": art.target,
                                   "schedule_counts": counts,
+                                  "unscheduled_count": art.unscheduled_count,
                                   "build_s": original_build_s(art), "build_cached": art.cached},
                      sizes={"runtime": runtime, "code": art.size_bytes - weights,
                             "weights": weights})

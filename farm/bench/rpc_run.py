@@ -141,6 +141,7 @@ def _plan(run: DeviceRun, route: str) -> RoutePlan:
         counts[source] = counts.get(source, 0) + 1
     weights = min(weight_bytes(run.prepared.model.path), art.size_bytes)
     flags = {"tvm_key": art.key[:12], "target": art.target, "schedule_counts": counts,
+             "unscheduled_count": art.unscheduled_count,
              "build_s": original_build_s(art), "build_cached": art.cached, "rpc": True,
              "number": NUMBER, "tracker_key": run.device.key,
              "timer": "time_evaluator on the device",
