@@ -65,7 +65,8 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
     out = outcome or RouteOutcome(route)
     build_flags = {"route": route, **(build_flags or {}), **{k: out.info[k] for k in
                                       ("provider", "opt_level", "ort_version", "node_count",
-                                       "node_providers", "schedules", "runtime", "plan")
+                                       "node_providers", "schedules", "runtime", "plan",
+                                       "session_options", "session_config", "quantizer")
                                       if k in out.info}}
     return empty_record(
         run_id=run_id,
