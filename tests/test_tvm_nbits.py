@@ -133,3 +133,16 @@ def test_int8_builds_leave_no_kernel_unscheduled(farm_home: Path, variant: str) 
     cosine = float(np.dot(got.ravel(), want.ravel()) /
                    (np.linalg.norm(got) * np.linalg.norm(want)))
     assert cosine > 0.999 and float(np.abs(got - want).mean()) < 0.02, cosine
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_int8_dynamic_cross_build_for_aarch64_leaves_none_unscheduled(farm_home: Path) -> None:
+    """The new rules size their vectors from the target (NEON here), not the host."""
+    from test_tvm_build import AARCH64
+
+    from farm.build.tvm import build_tvm
+
+    art = build_tvm(build_model("tiny", "int8-dynamic").path, AARCH64)
+    assert art.unscheduled_count == 0, art.schedule_sources
+    assert int.from_bytes(art.path.read_bytes()[18:20], "little") == 183  # EM_AARCH64
