@@ -2,13 +2,18 @@
 
     .venv/bin/python benchmarks/tvm_vs_ort.py --model mini --threads 1 2 \
         --trials 160 --time-budget 600 --out bench-tvm-vs-ort.json
+    .venv/bin/python benchmarks/tvm_vs_ort.py --model mobilebert --variant int8-dynamic \
+        --variant int4 --time-budget 600     # each variant tuned with its own budget
 
 Every configuration runs in a fresh process through its route runner (the same JSON-lines
 contract the agent uses): ORT via agents/runners/ort_runner.py (graph optimisations ALL),
 TVM via the runtime-only C++ runner. Reported: median (of interleaved rounds' medians) and
 p10/p90 of the steady-state samples, TVM/ORT ratios, peak RSS of each runner, the tuning
-time, and each TVM build's largest output difference from ORT (beyond --atol it exits).
-Targets from issue 4: default build ≤ 3× ORT, tuned (≤ 10 min of tuning) ≤ 1.2× ORT.
+time, each build's kernels left unscheduled (target 0), and each TVM build's largest output
+difference from ORT (fp32: beyond --atol it exits; a quantized variant is judged by the
+bench's own rule for that variant, farm.bench.accuracy.compare_outputs, and marked INVALID).
+Targets from issues 4 and 14: default build ≤ 3× ORT, tuned (≤ 10 min of tuning) ≤ 1.2× ORT,
+int8 included; int4 builds (MatMulNBits dequantised at build time) and runs valid.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from farm.bench.accuracy import compare_outputs  # noqa: E402
 from farm.build.models import resolve_model  # noqa: E402
 from farm.build.models.inputs import ftns_module, make_inputs  # noqa: E402
 from farm.build.tvm import build_runner, build_tvm, tune_tvm  # noqa: E402
@@ -50,10 +56,13 @@ def run_runner(argv: list[str], request: dict, work: Path) -> tuple[list[float],
                      "categories": ops["categories"] if ops else None}
 
 
-def output_diff(expected: dict, path: Path, atol: float) -> float:
-    """Largest |TVM - ORT| over the outputs of the last run; exits when beyond tolerance (a
-    faster schedule that computes something else is no result)."""
+def output_diff(expected: dict, path: Path, atol: float, variant: str) -> tuple[float, bool]:
+    """(largest |TVM - ORT| over the outputs of the last run, valid); fp32 exits when beyond
+    tolerance (a faster schedule that computes something else is no result)."""
     got = ftns_module().read(str(path))
+    if variant != "fp32":
+        result = compare_outputs(got, expected, variant, reference="ort")
+        return float(result.max_abs_diff or 0.0), result.ok
     worst = 0.0
     for name, want in expected.items():
         if name not in got or got[name].shape != want.shape:
@@ -63,7 +72,7 @@ def output_diff(expected: dict, path: Path, atol: float) -> float:
         if not np.all(diff <= atol + 1e-3 * np.abs(want)):
             raise SystemExit(f"{path.name}: output {name!r} differs from ORT's by up to "
                              f"{diff.max():.3g} (tolerance {atol} + 1e-3 * |ORT|)")
-    return worst
+    return worst, True
 
 
 def summarize(rounds: list[list[float]], extra: dict) -> dict:
@@ -77,6 +86,8 @@ def summarize(rounds: list[list[float]], extra: dict) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="mini")
+    parser.add_argument("--variant", action="append",
+                        help="fp32 | int8-dynamic | int8-qdq | int4; repeatable (default fp32)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--trials", type=int, default=160)
     parser.add_argument("--time-budget", type=float, default=600.0)
@@ -88,8 +99,15 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
+    reports = [run_variant(args, variant) for variant in args.variant or ["fp32"]]
+    if args.out:
+        args.out.write_text(json.dumps(reports, indent=2))
+    return 0
+
+
+def run_variant(args: argparse.Namespace, variant: str) -> dict:
     device = local_device()
-    model = resolve_model(args.model)
+    model = resolve_model(args.model, variant)
     work = Path(tempfile.mkdtemp(prefix="tvm-vs-ort-"))
     inputs = work / "inputs.ftns"
     ftns_module().write(str(inputs), make_inputs(model.path))
@@ -130,24 +148,27 @@ def main() -> int:
         expected = ftns_module().read(str(work / "ort.ftns"))
         for name in configs:
             row = summarize(samples[name], extra[name])
-            row["max_abs_diff"] = output_diff(expected, work / f"{name}.ftns", args.atol)
+            row["max_abs_diff"], row["valid"] = output_diff(
+                expected, work / f"{name}.ftns", args.atol, variant)
             rows.append({"config": name, "threads": threads, **row,
                          "ratio": round(row["median_ms"] / ort_median, 2)})
-    print(f"model {model.name} ({model.path.name}), host {device.description}")
+    print(f"\nmodel {model.name} ({model.path.name}), host {device.description}")
+    print("unscheduled kernels: " + ", ".join(f"{n} {a.unscheduled_count} of "
+                                              f"{len(a.schedule_sources)}"
+                                              for n, a in builds.items()))
     print(f"{'config':<12} {'thr':>3} {'median ms':>10} {'p10':>8} {'p90':>8} "
           f"{'x ORT':>6} {'peak MB':>8} {'|d ORT|':>8}")
     for r in rows:
         print(f"{r['config']:<12} {r['threads']:>3} {r['median_ms']:>10.2f} {r['p10_ms']:>8.2f} "
               f"{r['p90_ms']:>8.2f} {r['ratio']:>6.2f} {r['vmhwm_mb']:>8.1f} "
-              f"{r['max_abs_diff']:>8.1e}")
+              f"{r['max_abs_diff']:>8.1e}{'' if r['valid'] else ' INVALID'}")
     if tuning:
         print(f"tuning: {tuning['measured']} candidates in {tuning['seconds']} s")
-    report = {"model": model.name, "rows": rows, "tuning": tuning,
-              "schedules": {n: dict(__import__("collections").Counter(
-                  a.schedule_sources.values())) for n, a in builds.items()}}
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=2))
-    return 0
+    sys.stdout.flush()
+    return {"model": model.name, "variant": variant, "rows": rows, "tuning": tuning,
+            "unscheduled": {n: a.unscheduled_count for n, a in builds.items()},
+            "schedules": {n: dict(__import__("collections").Counter(
+                a.schedule_sources.values())) for n, a in builds.items()}}
 
 
 if __name__ == "__main__":

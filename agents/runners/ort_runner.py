@@ -9,12 +9,22 @@ null, "threads": int (0/null = ORT default), "policy": {...}, "profile_runs": K,
 "options": {"provider": "CPUExecutionProvider", "opt_level": "disable|basic|extended|all"
 (default all), "seed": int (inputs are generated from it when "inputs" is null),
 "allow_fallback": false, "profile_dir": PATH (default: a temp dir, deleted),
-"keep_profile": false}}.
+"keep_profile": false, "session_config": {key: value} (default DEFAULT_SESSION_CONFIG; {}
+= ORT's own defaults)}}.
 
 Events, in this order: loaded, first, warmup, samples (batched, repeats), outputs, memory
 (measured BEFORE the profiling session is created, so the peak is the timed session's own),
 ops (only when profile_runs > 0), info (ort_version, python, providers_available, provider,
-opt_level, threads, node_count after optimisation, node_providers {provider: nodes}), done.
+opt_level, threads, node_count after optimisation, node_providers {provider: nodes},
+session_options (read back from the timed session: ORT's values, not the request's),
+session_config (the config entries the session carries), quantizer (the options the
+model's quantizer ran with, from its metadata `farm.quantizer`, or null)), done.
+
+Faster documented setting used by default: `session.intra_op.allow_spinning` = "0" (ORT's
+threading docs: idle intra-op workers then block instead of spinning). On the 2-vCPU farm host,
+loaded by other processes, 2-thread mobilebert ran 2.5-3x faster with it (a spinning worker
+burns the core the other thread needs); with one thread there are no workers to spin. The
+record names it (session_config); a request's own "session_config" replaces it.
 Any failure: info (with what was known) then {"ev": "error", "message": ...}, exit status 1.
 
 Per-op times: a second session with enable_profiling runs K+1 times; the first profiled run is
@@ -50,6 +60,8 @@ SAMPLE_BATCH_S = 0.5  # emit a samples line at least this often during measureme
 SAMPLE_BATCH_MAX = 2000  # ... and at most this many per line (the wire caps lines at 1 MiB)
 MAX_NODES = 3000  # beyond this, the ops event keeps the most expensive nodes only
 KERNEL_SUFFIX = "_kernel_time"
+DEFAULT_SESSION_CONFIG = {"session.intra_op.allow_spinning": "0"}
+QUANTIZER_METADATA = "farm.quantizer"
 ORT_NUMPY_TYPES = {"tensor(float)": "float32", "tensor(int64)": "int64",
                    "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
 
@@ -119,11 +131,57 @@ def session_options(ort, options, threads, profile_prefix=None):
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
+    for key, value in sorted(session_config(options).items()):
+        so.add_session_config_entry(str(key), str(value))
     if options.get("provider", "CPUExecutionProvider") != "CPUExecutionProvider" and \
             not options.get("allow_fallback"):
         # fail at load time, before any timing, instead of after the samples
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     return so
+
+
+def session_config(options):
+    """The config entries a session gets: the request's, else the documented faster ones."""
+    config = options.get("session_config")
+    if config is None:
+        return dict(DEFAULT_SESSION_CONFIG)
+    if not isinstance(config, dict):
+        raise RunnerError("options.session_config must be an object of key: value strings")
+    return dict(config)
+
+
+def read_back(sess, options):
+    """What the session actually runs with (ORT's values, read from the session)."""
+    so = sess.get_session_options()
+    facts = {}
+    for name in ("graph_optimization_level", "execution_mode", "intra_op_num_threads",
+                 "inter_op_num_threads", "enable_cpu_mem_arena", "enable_mem_pattern",
+                 "enable_mem_reuse", "use_deterministic_compute", "use_per_session_threads"):
+        value = getattr(so, name, None)
+        facts[name] = value if isinstance(value, (bool, int, float)) or value is None \
+            else str(value)
+    config = {}
+    keys = set(session_config(options)) | set(["session.disable_cpu_ep_fallback"])
+    for key in sorted(keys):
+        try:
+            config[key] = so.get_session_config_entry(key)
+        except Exception:  # ORT raises for a key the session does not carry
+            pass
+    return facts, config
+
+
+def quantizer_options(sess):
+    """The quantizer's options the model file records (farm's quantize.py writes them)."""
+    try:
+        raw = sess.get_modelmeta().custom_metadata_map.get(QUANTIZER_METADATA)
+    except Exception:
+        return None
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {"unparsed": raw[:200]}
 
 
 def make_session(ort, model, options, threads, profile_prefix=None):
@@ -390,6 +448,8 @@ def run(request, emit, info):
     except CpuFallbackRefused as refused:
         diagnose_fallback(np, ort, ftns, categories, request, refused)
     emit("loaded", load_ms=(time.perf_counter() - t0) * 1e3)
+    info["session_options"], info["session_config"] = read_back(sess, options)
+    info["quantizer"] = quantizer_options(sess)
     feeds = load_inputs(np, ftns, sess, request)
 
     t0 = time.perf_counter()

@@ -99,7 +99,8 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
     build_flags = {"route": route, **(build_flags or {}), **{k: out.info[k] for k in
                                       ("provider", "opt_level", "ort_version", "node_count",
                                        "node_providers", "schedules", "runtime", "plan",
-                                       "rpc_sessions")
+                                      "rpc_sessions", "session_options", "session_config",
+                                      "quantizer")
                                       if k in out.info}}
     return empty_record(
         run_id=run_id,

@@ -4,7 +4,8 @@ facts observed while running; shared by compare (results layer) and the report.
 * config flags = `build_flags` minus `is_cost_key` keys: `*_s`, `*_utc`, `*_sha256`,
   `*_hash`, `*_path`, `*_key`, `artifact*`, `*_version`, `*_count(s)`, `*_providers`,
   `*_available`, `*_ops`, `route`, `python`, `nodes`, `runtime`, `target`, `schedules`,
-  `build_cached`, `rpc_sessions`.
+  `build_cached`, `rpc_sessions`, `session_options` (ORT's read-back values), `quantizer`
+  (the model file's quantizer options; the variant names the choice).
 * `fusion_of(flags)` -> True / False / None (see its docstring).
 """
 
@@ -20,7 +21,7 @@ _FACT_SUFFIXES = ("_version", "_count", "_counts", "_providers", "_available", "
 # schedules applied, whether the build came from the cache, each TVM RPC session's times),
 # not choices a user made
 _FACT_KEYS = {"route", "python", "nodes", "runtime", "target", "schedules", "build_cached",
-              "rpc_sessions"}
+              "rpc_sessions", "session_options", "quantizer"}
 _OFF_LEVELS = {"disable", "disable_all", "off", "none", "0"}
 _ON_LEVELS = {"all", "enable_all", "99"}
 # labels only; the flags keep their names

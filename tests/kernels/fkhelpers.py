@@ -18,12 +18,25 @@ def have_aarch64() -> bool:
     return bool(shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64"))
 
 
-def ort_outputs(model: Path, seed: int = 0) -> np.ndarray:
+def ort_outputs(model: Path, seed: int = 0, *, int8_compute: bool = False) -> np.ndarray:
+    """ORT's output on `model`. `int8_compute`: MatMulNBits nodes run at accuracy_level 4
+    (activations quantised to int8 per block), the arithmetic of the custom q4 GEMM; the
+    int4 variant's file asks for level 0 (fp32 compute, ORT's faster path on x86 here)."""
+    import onnx
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    source: str | bytes = str(model)
+    if int8_compute:
+        proto = onnx.load(str(model))
+        for node in proto.graph.node:
+            if node.op_type == "MatMulNBits":  # level 0 is the default: often not written
+                kept = [a for a in node.attribute if a.name != "accuracy_level"]
+                del node.attribute[:]
+                node.attribute.extend([*kept, onnx.helper.make_attribute("accuracy_level", 4)])
+        source = proto.SerializeToString()
+    sess = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     return sess.run(None, make_inputs(model, seed))[0]
 
 

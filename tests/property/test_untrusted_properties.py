@@ -150,10 +150,9 @@ def test_transport_download_is_capped(tmp_path: Path) -> None:
 def test_state_reply_accepted_only_in_a_shape_drift_flags_can_read(state: dict) -> None:
     """Whatever a device answers to `state`, the host either refuses it (ProtocolError) or
     can compute drift flags and the live view's summary from it."""
-    from farm.results.stats import drift_flags
-
     from farm.bench.device_run import state_summary
     from farm.protocol.untrusted import check_state
+    from farm.results.stats import drift_flags
 
     try:
         check_state(state, "d")

@@ -4,7 +4,8 @@ Supported: Gather embeddings (+ constant position rows), the additive attention 
 from an int mask input by Cast/Unsqueeze/Sub/Mul/Add/Div, MatMul with constant weights (fp32,
 or quantised here with `quant`), ORT's dynamic int8 chain (DynamicQuantizeLinear,
 MatMulInteger, Cast, Mul), MatMulNBits (4-bit), QDQ models (Quantize/DequantizeLinear pairs
-on activations are dropped, DequantizeLinear of constant weights is folded), bias Add,
+on activations are dropped, DequantizeLinear of constant int8 weights keeps them int8 for the
+int8 GEMM: qdq.py), bias Add,
 LayerNormalization (with a residual Add fused), GELU as Gelu or the erf chain
 Div/Erf/Add/Mul/Mul, attention as Reshape/Transpose/MatMul/Div|Mul/Add(mask)/Softmax/MatMul/
 Transpose/Reshape, Identity, and any node whose inputs are all constant (folded with onnx's
@@ -35,6 +36,7 @@ from farm.build.custom.plan_format import (
     W_I8,
     W_Q4_0,
 )
+from farm.build.custom.qdq import qdq_weight
 from farm.build.custom.values import Act, Const, Embed, Gelu, Input, Lin, Sum
 from farm.errors import BuildError
 
@@ -183,6 +185,11 @@ class Lowerer:
             raise self.fail(f"cannot fold constant node: {exc}") from exc
         for name, arr in zip(node.output, res, strict=False):
             self.vals[name] = Const(np.asarray(arr))
+        # a QDQ model's int8 weight stays int8 for the GEMM (qdq.py)
+        qw = qdq_weight(node, [self.vals.get(i) if i else None for i in node.input],
+                        np.asarray(res[0]))
+        if qw is not None:
+            self.vals[node.output[0]] = qw
 
     # The handlers live in their own module; importing them here makes them methods.
     from farm.build.custom.lower_ops import (

@@ -21,6 +21,7 @@ from farm.build.custom.plan_format import (
     W_I8,
     W_Q4_0,
 )
+from farm.build.custom.qdq import QdqWeight, int8_weights
 from farm.build.custom.values import (
     Act,
     Const,
@@ -210,6 +211,11 @@ def op_LayerNormalization(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any
 
 def op_MatMul(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     a, b = ins
+    if isinstance(a, ACTIVATIONS) and isinstance(b, QdqWeight) and self.quant is None:
+        xv = self.act(a)
+        if self.ir.cols[xv] != b.wq.shape[0]:
+            raise self.fail(f"K mismatch: activation has {self.ir.cols[xv]}, weight {b.wq.shape}")
+        return Lin(xv, int8_weights(b, node.name), None, ACT_NONE, node.name)
     if isinstance(a, ACTIVATIONS) and isinstance(b, Const):
         return self.fc(a, b.arr)
     if isinstance(a, Heads) and isinstance(b, Heads) and not a.transposed and b.transposed:
@@ -261,7 +267,8 @@ def op_QuantizeLinear(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
 
 def op_DequantizeLinear(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     # QDQ models: a Q/DQ pair on an activation is ORT's cue to run that edge in int8; here it
-    # is dropped (weights arrive dequantized by constant folding; quant="int8" re-quantizes).
+    # is dropped: the executor quantises the activation per row for the int8 GEMM (weights
+    # arrive as qdq.QdqWeight and stay int8).
     if isinstance(ins[0], FakeQuant):
         return ins[0].inner
     raise self.fail("DequantizeLinear is supported on constants and after QuantizeLinear")

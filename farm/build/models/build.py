@@ -32,7 +32,7 @@ from farm.build.models.config import (
 )
 from farm.build.models.encoder import build_encoder
 from farm.build.models.inputs import make_inputs
-from farm.build.models.quantize import quantize
+from farm.build.models.quantize import QUANTIZER_REVISION, quantize
 from farm.errors import BuildError
 from farm.paths import state_dir
 
@@ -115,7 +115,8 @@ def build_model(preset_or_config: str | EncoderConfig, variant: str = "fp32",
         _write_atomic(build_encoder(config), fp32_path)
     path = fp32_path
     if variant != "fp32":
-        path = out / f"{name}-{variant}-{_key(fp32_key, variant, _ort_version())}.onnx"
+        key = _key(fp32_key, variant, _ort_version(), QUANTIZER_REVISION)
+        path = out / f"{name}-{variant}-{key}.onnx"
         if not path.exists():
             _quantized(fp32_path, variant, path)
     preset_name = name if name in PRESETS else None
@@ -139,7 +140,8 @@ def resolve_model(spec: str | Path, variant: str = "fp32",
     if variant == "fp32":
         return ModelInfo(path.resolve(), sha, None, variant, None)
     out = _default_dir(out_dir)
-    dst = out / f"{path.stem}-{variant}-{_key(sha, variant, _ort_version())}.onnx"
+    key = _key(sha, variant, _ort_version(), QUANTIZER_REVISION)
+    dst = out / f"{path.stem}-{variant}-{key}.onnx"
     if not dst.exists():
         _quantized(path, variant, dst)
     return ModelInfo(dst, file_sha256(dst), None, variant, None)

@@ -196,3 +196,70 @@ class CpuInjective(CPUScheduleRule):
         else:
             sch.parallel(fused)
         return sch
+
+
+class CpuFullReduction(CPUScheduleRule):
+    """A whole-tensor reduction to a scalar (the min/max of ONNX DynamicQuantizeLinear, which
+    int8-dynamic models run before every quantized MatMul): dlight's Reduction wants a
+    spatial row axis and left these as naive scalar loops. The fused reduction loop is split
+    into `lanes`-wide chunks reduced into a vector of partials (rfactor), vectorised, then
+    the partials are reduced to the scalar. One thread: the tensors are an activation
+    (<= 64K elements on mobilebert), a few microseconds, less than a parallel hand-off."""
+
+    def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool):  # type: ignore[override]
+        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        sch = s_tir.Schedule(func)
+        infos = normalize_prim_func(sch)
+        if not infos:
+            return None
+        reductions = [b for b in infos if not b.is_injective()]
+        if len(reductions) != 1:
+            return None
+        main = reductions[0]
+        # no spatial axis but unit ones (normalisation keeps a 1-extent leading axis)
+        if "R" not in main.dom_kind() or any(
+                it.kind == "S" and get_extent(sch, it.loop_rv) != 1 for it in main.iters):
+            return None
+        for b in infos[: infos.index(main)]:  # prologue (e.g. a cast) read inside the scan
+            try:
+                sch.compute_inline(b.block_rv)
+            except Exception:
+                return None
+        loops = [it.loop_rv for it in main.iters if it.kind == "R"]
+        k = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+        extent = get_extent(sch, k)
+        lanes = _vec_lanes(target)
+        if isinstance(extent, int) and extent % lanes == 0 and extent >= 4 * lanes:
+            _ko, ki = sch.split(k, factors=[None, lanes])
+            partial = sch.rfactor(ki, 0)
+            ko_rf, ki_rf = sch.get_loops(partial)[-2:]  # (unit axes...), chunk, lane
+            sch.vectorize(ki_rf)  # before decomposing: it needs a complete reduction block
+            init = sch.decompose_reduction(partial, ko_rf)
+            sch.vectorize(sch.get_loops(init)[-1])
+        # a scalar epilogue (e.g. min(0, x)) after the reduction has no loop to schedule
+        return sch
+
+
+class CpuScalar(CPUScheduleRule):
+    """Kernels over 0-d tensors (the dynamic quantisation's scale and zero point): no loop
+    to tile or parallelise; the chain of scalar blocks is inlined into one expression."""
+
+    def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool):  # type: ignore[override]
+        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        sch = s_tir.Schedule(func)
+        infos = normalize_prim_func(sch)
+        if not infos or any(sch.get_loops(b.block_rv) for b in infos):
+            return None
+        for b in infos[:-1]:
+            try:
+                sch.compute_inline(b.block_rv)
+            except Exception:
+                return None
+        return sch
+
+
+def rules_after() -> list[CPUScheduleRule]:
+    """Rules tried after the GEMM/GEMV/row-reduction/injective ones (api._default_schedule)."""
+    return [CpuFullReduction(), CpuScalar()]

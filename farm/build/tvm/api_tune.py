@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,10 +44,13 @@ def _build_without_intrinsics(mod: Any, target: Any, _params: Any) -> Any:
 
 
 def _seed_defaults(tasks: list[Any], target: Any, database: Any, builder: Any, runner: Any,
-                   work_dir: Path) -> list[str]:
+                   work_dir: Path, deadline: float | None = None) -> list[str]:
     """Measure each task's default schedule with the tuning builder/runner and commit it as
     a tuning record, so the database's best is never worse than the untuned default build
-    (a few dozen trials per task often are). Done once per task per database."""
+    (a few dozen trials per task often are). Done once per task per database. Stops at
+    `deadline` (time.monotonic()): int8-dynamic mobilebert has ~150 matmul tasks (each
+    layer's weight scale is a literal in its kernel) at ~10 s each; the rest are seeded by
+    the next run."""
     import json
 
     from tvm.s_tir import meta_schedule as ms
@@ -60,6 +64,8 @@ def _seed_defaults(tasks: list[Any], target: Any, database: Any, builder: Any, r
     for task in tasks:
         if task.task_name in done:
             continue
+        if deadline is not None and time.monotonic() > deadline:
+            break
         mod = task.dispatched[0]
         sch, _source = _default_schedule(mod["main"], target)
         if sch is None:
@@ -114,7 +120,6 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int
     `time_budget_s` ends tuning once exceeded, checked after each measured batch of `batch`
     candidates (so it can overshoot by one batch).
     """
-    import time
 
     _tvm()
     from tvm.ir.utils import derived_object  # moved out of meta_schedule.utils
@@ -160,8 +165,11 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
     tasks = [t for t in ms.relax_integration.extract_tasks(lowered, target)
              if not op_names or any(o in t.task_name for o in op_names)]
-    seeded = _seed_defaults(tasks, target, database, builder, runner, work_dir)
+    seeded = _seed_defaults(tasks, target, database, builder, runner, work_dir,
+                            None if time_budget_s is None else started + time_budget_s)
     try:
+        if time_budget_s is not None and time.monotonic() - started > time_budget_s:
+            raise _BudgetSpent(BUDGET_MARK)  # the budget went on seeding
         with _unnamed_handlers_detached(ms_logger):
             ms.relax_integration.tune_relax(
                 lowered, {}, target, str(work_dir), max_trials_global=trials,

@@ -8,10 +8,12 @@ that exists is reused without compiling. The sidecar is what the device-side run
 output names, and per kernel its category (attention/fc/layernorm/gelu/other), schedule
 source (tuning-db, default:<Rule>, none), op name, call sites per inference (`calls`),
 parameter shapes and dtypes (`args`, null when not static) and the mean and std of the
-weights its first call passes (`constants`, by parameter position).
+weights its first call passes (`constants`, by parameter position); `unscheduled_count` is
+the number of kernels left with schedule `none` (naive loops; every variant builds with 0).
 
-An operator the TVM ONNX frontend lacks (e.g. MatMulNBits from the int4 variant) is a
-BuildError naming it before any compilation starts.
+MatMulNBits (the int4 variant) is dequantised at build time (nbits.py) and runs as fp32
+MatMuls. Any other operator the TVM ONNX frontend lacks is a BuildError naming it before any
+compilation starts.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 import onnx
 
 from farm.build import registry
-from farm.build.tvm import api
+from farm.build.tvm import api, nbits
 from farm.build.tvm.target import cross_compiler, spec_json, target_spec
 from farm.build.tvm.tuning_db import database_hash, default_database_dir
 from farm.categories import tvm_category
@@ -39,9 +41,9 @@ from farm.errors import BuildError
 from farm.inventory.device import Device
 from farm.paths import state_dir
 
-TVM_VARIANTS = "fp32, int8-dynamic, int8-qdq"
+TVM_VARIANTS = "fp32, int8-dynamic, int8-qdq, int4"
 KERNELS_LIB = "model.kernels.so"
-_CODE_FILES = ("api.py", "api_rules.py", "builder.py", "target.py")
+_CODE_FILES = ("api.py", "api_rules.py", "builder.py", "target.py", "nbits.py")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,15 @@ class TvmArtifact:
         """How many kernels each schedule source covers (records and sidecar show it)."""
         return dict(Counter(self.schedule_sources.values()))
 
+    @property
+    def unscheduled_count(self) -> int:
+        """Kernels no rule or tuning record scheduled (naive loop nests): target 0."""
+        return unscheduled_count(self.schedule_sources)
+
+
+def unscheduled_count(schedule_sources: dict[str, str]) -> int:
+    return sum(1 for source in schedule_sources.values() if source == "none")
+
 
 def kernel_category(name: str, has_weight: bool) -> str:
     """Category of a TVM kernel from its (fused) name: the one TVM rule of farm.categories."""
@@ -68,7 +79,9 @@ def kernel_category(name: str, has_weight: bool) -> str:
 
 
 def check_operators(model: onnx.ModelProto, model_path: Path) -> None:
-    missing = sorted({n.op_type for n in model.graph.node} - api.supported_onnx_ops())
+    # MatMulNBits is rewritten before import (nbits.py)
+    missing = sorted({n.op_type for n in model.graph.node} - api.supported_onnx_ops()
+                     - {nbits.OP})
     if missing:
         raise BuildError(
             f"{model_path.name}: TVM {api.tvm_version()}'s ONNX frontend does not support "
@@ -139,7 +152,8 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
 
     started = time.monotonic()
     report("import", 0.1)
-    mod = api.import_onnx(model_path)
+    with nbits.importable(model_path) as importable:
+        mod = api.import_onnx(importable)
     target = api.make_target(spec)
     compiled = api.compile_model(mod, target, fusion=fusion, database_dir=db_dir,
                                  progress=report)
@@ -162,6 +176,8 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
             "tuning_db": str(db_dir) if db_dir else None, "build_s": round(build_s, 3),
             "outputs": [o.name for o in model.graph.output],
             "schedule_counts": dict(Counter(k["schedule"] for k in kernels.values())),
+            "unscheduled_count": unscheduled_count({k: v["schedule"]
+                                                    for k, v in kernels.items()}),
             "kernels": kernels}
     (tmp_dir / "model.so.json").write_text(json.dumps(meta, indent=1))
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -196,4 +212,5 @@ def artifact_summary(artifact: TvmArtifact) -> dict[str, Any]:
     data["path"], data["meta_path"] = str(artifact.path), str(artifact.meta_path)
     data["kernels_path"] = str(artifact.kernels_path)
     data["schedule_counts"] = artifact.schedule_counts
+    data["unscheduled_count"] = artifact.unscheduled_count
     return data
