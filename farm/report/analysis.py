@@ -18,6 +18,9 @@ Tables (`Report.tables`, in order), one row per configuration (see `configs`) un
                  end-to-end median covered by the four named categories and by all
                  profiled time. Profiling runs are separate from the timed runs, so the
                  shares can exceed 100 % when profiling adds overhead.
+                 A named category with no node of its own (ReLU fused into the GEMM
+                 epilogue) is None ("—"), not 0 (category_contents.fused_away).
+* categories   – which op types each category held, per configuration (category_contents).
 * fusion       – one row per fusion pair and block (see `fusion`).
 * availability – one row per (device, route): available (some configuration measured with
                  valid outputs), configurations valid / attempted, statuses, and why not
@@ -34,6 +37,7 @@ from typing import Any
 
 from farm.bench.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from farm.errors import StoreError
+from farm.report.category_contents import categories_table, fused_away
 from farm.report.configs import (
     CATEGORIES,
     NAMED_CATEGORIES,
@@ -167,7 +171,7 @@ def ops_table(configs: Sequence[Config]) -> ReportTable:
         cats = c.categories_ms()
         if cats is None:
             continue
-        row = {**_base(c), **cats}
+        row = {**_base(c), **fused_away(c, cats)}
         profiled = sum(cats.values())
         named = sum(cats[k] for k in NAMED_CATEGORIES)
         median = c.summary.median if c.summary else None
@@ -302,7 +306,7 @@ def analyze(records: Iterable[Mapping[str, Any]], *, run_ids: Sequence[str] = ()
     decided = decisions(configs)
     report = Report(list(run_ids), [dict(r) for r in runs], configs, effects, decided)
     for table in (latency_table(configs), memory_table(configs), size_table(configs),
-                  ops_table(configs), fusion_table(effects), availability_table(configs),
-                  build_table(configs), decision_table(decided)):
+                  ops_table(configs), categories_table(configs), fusion_table(effects),
+                  availability_table(configs), build_table(configs), decision_table(decided)):
         report.tables[table.name] = table
     return report
