@@ -141,7 +141,7 @@ def emulated_section(report: Report, device: str) -> list[str]:
     host = platform.machine()
     lines = []
     cols = [Column("route", "route"), Column("config", "config"), Column("status", "status"),
-            Column("valid", "outputs agree"), Column("cosine", "cosine vs reference", "num"),
+            Column("valid", "outputs agree"), Column("cosine", "cosine vs reference"),
             Column("median", "median ms (emulated, not comparable)")]
     rows = []
     for c in report.configs:
@@ -152,7 +152,8 @@ def emulated_section(report: Report, device: str) -> list[str]:
         arch = str(rec.get("arch") or "?")
         lat = _rows(t["latency"], device=device, route=c.route, config=c.label)
         rows.append({"route": c.route, "config": c.label, "status": rec.get("status"),
-                     "valid": acc.get("ok") if acc else None, "cosine": acc.get("cosine"),
+                     "valid": acc.get("ok") if acc else None,
+                     "cosine": f"{acc['cosine']:.4f}" if acc.get("cosine") is not None else None,
                      "median": (_fmt(t["latency"], "median_ms", lat[0]) if lat else "—")
                      + (f" ({arch} under qemu on {host})" if arch != host else "")})
     lines.append(table_md(ReportTable("emulated", f"Validity on {device}", (
