@@ -47,9 +47,15 @@ Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` int64 [1, S]; outpu
 Weights come from `numpy.random.default_rng(config.seed)` in state-dict order. Trained
 MobileBERT keeps activations O(1) through 24 un-normalised layers; random weights only do
 when the residual branches are damped, so branch outputs (attention output, FFN output and
-output-bottleneck dense layers) get std 0.3/sqrt(fan_in), every other Linear 1/sqrt(fan_in),
-biases N(0, 0.02^2), NoNorm weights 1 + N(0, 0.02^2), biases N(0, 0.02^2), embeddings
-N(0, 0.5^2) (word) and N(0, 0.1^2) (position, token type).
+output-bottleneck dense layers) get std BRANCH_GAIN/sqrt(fan_in), every other Linear
+1/sqrt(fan_in), biases N(0, 0.02^2), NoNorm weights 1 + N(0, 0.02^2), biases N(0, 0.02^2),
+embeddings N(0, 0.5^2) (word) and N(0, 0.1^2) (position, token type). BRANCH_GAIN = 0.1:
+without normalisation every branch's quantization noise stays in the residual stream, and
+two int8 routes (ORT's per-tensor uint8 activations, the custom executor's per-row int8)
+must still agree element-wise at the bench's int8 tolerance (5e-2 + 5e-2 |ref|) after 24
+layers. Measured at full size, int8-dynamic, seed 0 (output std 0.61 / 0.89 / 1.79):
+gain 0.1 custom-vs-ORT max |diff| 0.036, 0 elements over; 0.2: 0.077, 0.05 % over;
+0.3: 0.257, 8.9 % over.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ from farm.build.models.corpus.mobilebert_config import (
 )
 
 OPSET = 17
-BRANCH_GAIN = 0.3  # damping of the residual branches' output layers (see module docstring)
+BRANCH_GAIN = 0.1  # damping of the residual branches' output layers (see module docstring)
 
 
 def _linears(c: MobileBertConfig) -> list[tuple[str, int, int, bool]]:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, fields
 from farm.errors import BuildError
 
 # Bump when the generated graph changes (op pattern, naming, weight init): it keys the cache.
-MOBILEBERT_GENERATOR_VERSION = 1
+MOBILEBERT_GENERATOR_VERSION = 2
 PUBLISHED_PARAMS = 24.6e6  # google/mobilebert-uncased without the pooler
 
 
