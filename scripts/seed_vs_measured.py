@@ -48,8 +48,8 @@ def _rows(table: ReportTable, **match: Any) -> list[dict[str, Any]]:
 
 def _primary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The fused (default) configuration's row of a route (the unfused one is the baseline)."""
-    fused = [r for r in rows if "unfused" not in str(r.get("config")) and "off" not in
-             str(r.get("config"))]
+    fused = [r for r in rows if not any(w in str(r.get("config"))
+                                        for w in ("unfused", "fusion=off", "disable"))]
     return (fused or rows or [None])[0]
 
 
@@ -184,6 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = load_report(store, runs)
     table, facts = side_by_side(report, args.device)
     cmds = sorted({r["command"] for r in report.runs})
+    cpu = next((c.records[0].get("cpu_info") or {} for c in report.configs
+                if c.device == args.device), {})
+    where = (f"Device `{args.device}`: {cpu.get('model', '?')}, {cpu.get('cores', '?')} cores, "
+             f"features {', '.join(cpu.get('features') or []) or '?'}; one thread; the machine "
+             "was shared with other work while measuring, so figures carry that noise.")
     given = argv if argv is not None else sys.argv[1:]
     this = " ".join(shlex.quote(a) for a in ["scripts/seed_vs_measured.py", *given])
     doc = [f"# Seed article vs measured: MobileBERT {args.variant.upper()}, seq 128", "",
@@ -193,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            "**The seed article's figures are not in this repository** (nor its issues or "
            "shared notes): the seed column says so rather than holding numbers typed from "
            "memory. Add them to `SEED` in the script, with their source, to fill it.", "",
-           table_md(table), "", "## Reading", ""]
+           where, "", table_md(table), "", "## Reading", ""]
     doc += [f"- {line}" for line in reading(facts, args.device)]
     cat_rows = [r for r in categories_table(report.configs).rows if r["device"] == args.device]
     ct = categories_table(report.configs)

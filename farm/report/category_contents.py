@@ -23,7 +23,8 @@ from farm.report.configs import CATEGORIES, NAMED_CATEGORIES, Config
 from farm.report.tables import Column, ReportTable
 
 FUSED_NOTE = ("no op of its own: fused into another op (a ReLU/GELU in the GEMM epilogue, a "
-              "NoNorm folded into GEMM weights), its time is in that op's category")
+              "NoNorm folded into GEMM weights; its time is in that op's category), or run "
+              "as generic kernels charged to other (TVM unfused: NoNorm's multiply/add)")
 
 
 def _nodes(c: Config) -> list[Mapping[str, Any]]:
