@@ -296,3 +296,17 @@ def build_mobilebert(config: MobileBertConfig):  # -> onnx.ModelProto (onnx impo
                                    "farm.generator": f"mobilebert-{MOBILEBERT_GENERATOR_VERSION}"})
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def describe(config: MobileBertConfig) -> str:
+    """Parameter count next to the published figure, and MACs (one line)."""
+    from farm.build.models.corpus.mobilebert_config import PUBLISHED_PARAMS
+
+    p = config.params()
+    return (f"mobilebert: {p / 1e6:.3f} M parameters without the pooler (published "
+            f"{PUBLISHED_PARAMS / 1e6:.1f} M, {p / PUBLISHED_PARAMS - 1:+.2%}), "
+            f"{config.macs() / 1e9:.3f} GMACs at seq {config.seq}")
+
+
+if __name__ == "__main__":  # python -m farm.build.models.corpus.mobilebert
+    print(describe(MobileBertConfig()))
