@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/custom_vs_ort.py [--preset mobilebert] [--min-time 2]
 
+The default model is the real MobileBERT (google/mobilebert-uncased's architecture at seq
+128, farm/build/models/corpus/mobilebert.py): many small 128-wide GEMMs, NoNorm, ReLU.
+
 For the fp32, int8 (int8-dynamic, int8-qdq) and 4-bit (int4) variants of the preset, both
 routes run as
 fresh child processes under the same runner contract and policy (ORT: agents/runners/
@@ -12,8 +15,10 @@ samples of all rounds are pooled. Prints, with each target:
 - custom / ORT per category (attention, fc, layernorm, gelu), from each route's own profile;
 - the speed-up from 1 thread to all threads, end to end and per category, of both routes
   (issue 14: custom >= 1.8x end to end on 2 cores; a busy machine caps it, see `uptime`);
-- fp32 GEMM GFLOP/s (mobilebert FFN shape, 1 thread) / FMA peak, both from kernel_bench;
-- fused / unfused custom end-to-end and FFN block (plan ops under /ffn/);
+- fp32 GEMM GFLOP/s (the preset's FFN up-projection shape, 1 thread) / FMA peak, both from
+  kernel_bench;
+- fused / unfused custom end-to-end and FFN block (plan ops of the FFNs: BERT-shaped presets
+  name them /ffn/, MobileBERT /ffn.N/, /intermediate/ and /output/);
 - fk_exec binary size / ORT shared library size; peak RSS (VmHWM) custom / ORT.
 This is a measurement, not a test: on a busy shared machine the ratios move by 10-20 %.
 """
@@ -33,13 +38,16 @@ import onnxruntime
 
 from farm.build.custom import build_executor, compile_plan
 from farm.build.custom.executor_build import build_kernel_bench
-from farm.build.models import build_model, write_inputs
+from farm.build.models import PRESETS, build_model, write_inputs
 from farm.paths import REPO_ROOT, state_dir
 
 VARIANTS = {"fp32": None, "int8-dynamic": None, "int8-qdq": None, "int4": None}
 TARGET_E2E = {"fp32": 1.0, "int8-dynamic": 0.85, "int8-qdq": 0.9, "int4": 0.85}
 TARGET_THREAD_SPEEDUP = 1.8
 CATS = ("attention", "fc", "layernorm", "gelu")
+# plan op name scopes of the feed-forward networks (encoder.py; HF MobileBERT's module names)
+FFN_SCOPES = ("/ffn/", "/ffn.", "/intermediate/", "/output/dense", "/output/LayerNorm",
+              "/output/Add")
 
 
 def run_route(argv: list[str], request: dict, tmp: Path, tag: str) -> dict:
@@ -69,7 +77,11 @@ def request(route: str, model: Path, inputs: Path, threads: int, min_time: float
 
 def ffn_ms(slot: dict) -> float:
     """FFN block time: plan ops under /ffn/, best round (profiles on a busy machine vary)."""
-    return min(sum(n["ms"] for n in ops["nodes"] if "/ffn/" in n["name"]) for ops in slot["ops"])
+    return min(sum(n["ms"] for n in ops["nodes"] if is_ffn(n["name"])) for ops in slot["ops"])
+
+
+def is_ffn(name: str) -> bool:
+    return any(s in name for s in FFN_SCOPES) and "/attention/" not in name
 
 
 def cat_ms(slot: dict, cats: tuple[str, ...]) -> float:
@@ -128,9 +140,11 @@ def main() -> int:
                 slot.setdefault("memory", ev.get("memory"))
     results["unfused"] = results["unfused"]["custom"]
     peak = gemm = 0.0
+    cfg = PRESETS[args.preset]
+    shape = (str(cfg.seq), str(cfg.ffn), str(getattr(cfg, "bottleneck", cfg.hidden)))  # M N K
     for _ in range(3):  # best of three: the machine may be shared
         kb = [json.loads(x) for x in subprocess.run(
-            [str(bench), "auto", "128", "2048", "128"], capture_output=True, text=True,
+            [str(bench), "auto", *shape], capture_output=True, text=True,
             check=True).stdout.splitlines() if x.startswith("{")]
         peak = max(peak, next(k["gflops"] for k in kb if k["kernel"] == "fma_peak"))
         gemm = max(gemm, next(k["gflops"] for k in kb if k["kernel"] == "gemm_f32"))
@@ -171,7 +185,7 @@ def main() -> int:
                     f"{'ok' if e2e >= TARGET_THREAD_SPEEDUP else 'MISS'}")
                 print(f"  {variant:<13} {route:<6} e2e {e2e:6.2f} {verdict:<12} | {cats}")
     print("\nkernels (1 thread, kernel_bench):")
-    line(f"fp32 GEMM 128x2048x128 {gemm:.1f} GFLOP/s / FMA peak {peak:.1f}", gemm / peak, 0.7,
+    line(f"fp32 GEMM {'x'.join(shape)} {gemm:.1f} GFLOP/s / FMA peak {peak:.1f}", gemm / peak, 0.7,
          higher_is_better=True)
     fused, unfused = results["fp32/1"]["custom"], results["unfused"]
     print("\nfusion (fp32, 1 thread, fused / unfused):")

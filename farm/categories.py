@@ -28,6 +28,12 @@ Categories: ``attention``, ``fc``, ``layernorm``, ``gelu``, ``other`` (CATEGORIE
    fc. ORT's profile lists only non-initializer inputs, so a projection shows one input.
 4. Anything else is ``other`` (Gather embeddings, Cast, Reshape outside a scope, ...).
 
+MobileBERT (farm/build/models/corpus/mobilebert.py) has no LayerNormalization and no GELU:
+its NoNorm (``x * weight + bias`` under ``/LayerNorm/``, with the residual Add before it in
+``/output/``) is charged to ``layernorm`` and its ReLU to ``gelu``, in every route, so the
+seed's LayerNorm and GELU rows hold its normalisation and activation; the report's
+categories table names the op types each row held (farm/report/category_contents.py).
+
 TVM (`tvm_category`, used by the TVM build for its kernel sidecar and by `categorize`):
 kernel names are fused PrimFunc names like ``fused_matmul_add``. A kernel holding a matrix
 product (TVM_MATMUL_MARKERS) is fc when one operand is a weight and attention when both are
@@ -106,6 +112,8 @@ SCOPE_HINTS: tuple[tuple[str, str], ...] = (
     # HF transformers exported by torch.onnx
     ("/intermediate_act_fn/", "gelu"),
     ("/LayerNorm/", "layernorm"),
+    ("/output/Add", "layernorm"),  # the residual Add feeding an output block's (No)Norm
+    ("/bottleneck/Add", "layernorm"),  # the same in MobileBERT's output bottleneck
     ("/query/", "fc"),
     ("/key/", "fc"),
     ("/value/", "fc"),
@@ -120,6 +128,7 @@ TVM_SUBSTRINGS: tuple[tuple[str, str], ...] = (
     ("gelu", "gelu"),
     ("erf", "gelu"),
     ("tanh", "gelu"),
+    ("relu", "gelu"),  # MobileBERT's activation, when not fused into its GEMM
 )
 TVM_MATMUL_MARKERS = ("matmul", "dense", "gemm")
 
@@ -141,12 +150,16 @@ CUSTOM_OPS: dict[str, str] = {
     "add_layernorm": "layernorm",
     "gelu": "gelu",
     "bias_gelu": "gelu",
+    "nonorm": "layernorm",  # MobileBERT's NoNorm with its residual Add
+    "relu": "gelu",
+    "trigram": "other",     # MobileBERT's trigram embedding input
 }
 CUSTOM_SUBSTRINGS: tuple[tuple[str, str], ...] = (
     ("attn", "attention"),
     ("softmax", "attention"),
     ("norm", "layernorm"),
     ("gelu", "gelu"),
+    ("relu", "gelu"),
     ("matmul", "fc"),
     ("gemm", "fc"),
     ("linear", "fc"),

@@ -56,7 +56,7 @@ def test_farm_report_json_and_html(stored, tmp_path, capsys):
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["meta"]["run_ids"] == [run_id]
-    assert set(doc["tables"]) == {"latency", "memory", "size", "ops", "fusion",
+    assert set(doc["tables"]) == {"latency", "memory", "size", "ops", "categories", "fusion",
                                   "availability", "build", "decision"}
     assert html.read_text().startswith("<!DOCTYPE html>")
 

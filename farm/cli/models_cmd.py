@@ -47,7 +47,7 @@ def run_list(args: argparse.Namespace) -> int:
         }, indent=2))
         return 0
     console = Console()
-    presets = Table(title="presets (BERT-shaped encoder, batch 1)")
+    presets = Table(title="presets (batch 1)")
     for col in ("preset", "layers×hidden/heads, ffn, seq, vocab", "params", "GMACs", "fp32"):
         presets.add_column(col, justify="left" if col[0] in "pl" else "right")
     for name, c in PRESETS.items():

@@ -19,6 +19,9 @@ Tables (`Report.tables`, in order), one row per configuration (see `configs`) un
                  profiled time. Profiling runs are separate from the timed runs, so the
                  shares can exceed 100 % when profiling adds overhead: a row outside
                  ±20 % is flagged, with the profiled runs' own wall time (`opcheck`).
+                 A named category with no node of its own (ReLU fused into the GEMM
+                 epilogue) is None ("—"), not 0 (category_contents.fused_away).
+* categories   – which op types each category held, per configuration (category_contents).
 * fusion       – one row per fusion pair and block (see `fusion`).
 * availability – one row per (device, route): available (some configuration measured with
                  valid outputs), configurations valid / attempted, statuses, and why not
@@ -36,6 +39,7 @@ from typing import Any
 from farm.build.routes import ROUTES
 from farm.errors import StoreError
 from farm.report import opcheck
+from farm.report.category_contents import categories_table, fused_away
 from farm.report.configs import (
     CATEGORIES,
     NAMED_CATEGORIES,
@@ -171,7 +175,7 @@ def ops_table(configs: Sequence[Config]) -> ReportTable:
         cats = c.categories_ms()
         if cats is None:
             continue
-        row = {**_base(c), **cats}
+        row = {**_base(c), **fused_away(c, cats)}
         profiled = sum(cats.values())
         named = sum(cats[k] for k in NAMED_CATEGORIES)
         median = c.summary.median if c.summary else None
@@ -307,8 +311,8 @@ def analyze(records: Iterable[Mapping[str, Any]], *, run_ids: Sequence[str] = ()
     decided = decisions(configs)
     report = Report(list(run_ids), [dict(r) for r in runs], configs, effects, decided)
     for table in (latency_table(configs), memory_table(configs), size_table(configs),
-                  ops_table(configs), fusion_table(effects), availability_table(configs),
-                  build_table(configs), decision_table(decided)):
+                  ops_table(configs), categories_table(configs), fusion_table(effects),
+                  availability_table(configs), build_table(configs), decision_table(decided)):
         report.tables[table.name] = table
     mark_emulated(report)
     return report

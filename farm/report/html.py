@@ -229,6 +229,7 @@ def render_html(report: Report) -> str:
         (t["latency"].title, [*_latency_plots(report), _table_section(t["latency"])]),
         (t["ops"].title, [*_ops_warnings(t["ops"]), *_ops_plots(report),
                           _table_section(t["ops"])]),
+        (t["categories"].title, [_table_section(t["categories"])]),
         (t["fusion"].title, [*_fusion_plots(report), _table_section(t["fusion"])]),
         (t["memory"].title, [*_memory_plots(report), _table_section(t["memory"])]),
         (t["size"].title, [*_size_plots(report), _table_section(t["size"])]),

@@ -78,6 +78,14 @@ void fk_layernorm_f32_generic(int n, const float *x, const float *r, const float
     }
 }
 
+void fk_relu_f32_generic(int n, const float *x, float *y) {
+    for (int i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void fk_nonorm_f32_generic(int n, const float *x, const float *r, const float *g, const float *b, float *y) {
+    for (int i = 0; i < n; i++) y[i] = (x[i] + (r ? r[i] : 0.0f)) * g[i] + b[i];
+}
+
 void fk_softmax_f32_generic(int n, float *x, float scale, const float *mask) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -118,6 +126,7 @@ static void epilogue(const fk_gemm_args *g, float *c, int n0, int n1) {
     for (int n = n0; n < n1; n++) {
         float v = c[n] + (g->bias ? g->bias[n] : 0.0f);
         if (g->epi == FK_EPI_BIAS_GELU) v = gelu_erf1(v);
+        if (g->epi == FK_EPI_BIAS_RELU && !(v > 0.0f)) v = 0.0f;
         c[n] = v;
     }
     if (g->epi == FK_EPI_BIAS_GELU_TAB) fk_gelu_tab_f32_generic(n1 - n0, c + n0, c + n0);
@@ -256,5 +265,5 @@ const fk_kernels fk_kernels_generic = {
     fk_gelu_f32_generic, fk_gelu_tab_f32_generic, fk_layernorm_f32_generic,
     fk_softmax_f32_generic, fk_quantize_row_i8_generic, fk_quantize_row_q8_0_generic,
     fk_gemm_f32_generic, fk_gemm_i8_generic, fk_gemm_q4_0_generic, fk_attention_f32_generic,
-    fk_fma_loop_generic,
+    fk_fma_loop_generic, fk_relu_f32_generic, fk_nonorm_f32_generic,
 };

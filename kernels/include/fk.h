@@ -52,6 +52,7 @@ enum fk_epilogue {
     FK_EPI_BIAS = 1,          /* C = A.W + bias                     */
     FK_EPI_BIAS_GELU = 2,     /* C = gelu_erf(A.W + bias)           */
     FK_EPI_BIAS_GELU_TAB = 3, /* C = gelu_table(A.W + bias)         */
+    FK_EPI_BIAS_RELU = 4,     /* C = max(A.W + bias, 0)             */
 };
 
 /* One GEMM: C[M][N] (row stride ldc) = epilogue(A[M][K] . W[K][N] + bias).
@@ -116,6 +117,10 @@ typedef struct fk_kernels {
     /* Throughput probe, not a model kernel: `iters` rounds of 12 independent vector FMAs
      * (2 * 12 * lanes flops a round); returns one lane of the result. */
     float (*fma_loop)(long iters, int *lanes);
+    /* MobileBERT: y = max(x, 0), and NoNorm after a residual, y = (x + r) * g + b (r may be
+     * NULL): an elementwise affine, no statistics (the LayerNorm category's op there). */
+    void (*relu_f32)(int n, const float *x, float *y);
+    void (*nonorm_f32)(int n, const float *x, const float *r, const float *g, const float *b, float *y);
 } fk_kernels;
 
 /* CPU features, arch-neutral bit numbers (the plan file stores the same bits). */
@@ -168,6 +173,8 @@ void fk_gemm_i8_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
 void fk_gemm_q4_0_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1);
 void fk_attention_f32_generic(const fk_attn_args *a, int i0, int i1, float *scratch);
 float fk_fma_loop_generic(long iters, int *lanes);
+void fk_relu_f32_generic(int n, const float *x, float *y);
+void fk_nonorm_f32_generic(int n, const float *x, const float *r, const float *g, const float *b, float *y);
 
 /* Helpers used by tests and the runtime (generic only). */
 #define FK_K4(K) (((K) + 3) / 4 * 4)

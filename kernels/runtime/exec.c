@@ -16,7 +16,8 @@ double fk_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-enum step { S_EMBED, S_LN, S_ADD, S_BIAS, S_GELU, S_QUANT, S_GEMM, S_ATT, S_QK, S_SCALE, S_MASK, S_SOFTMAX, S_PV };
+enum step { S_EMBED, S_LN, S_ADD, S_BIAS, S_GELU, S_QUANT, S_GEMM, S_ATT, S_QK, S_SCALE, S_MASK, S_SOFTMAX, S_PV,
+            S_NONORM, S_RELU, S_TRIGRAM };
 
 typedef struct {
     fk_exec *e;
@@ -47,15 +48,39 @@ static void run_task(void *vctx, int task, int thread) {
     case S_EMBED:
         for (int t = r0; t < r1; t++) {
             float *y = c->y + (size_t)t * c->cols;
+            int first = 1;
+            if (op->in[0] >= 0) memcpy(y, e->buf[op->in[0]] + (size_t)t * c->cols, sizeof(float) * c->cols), first = 0;
             for (int i = 0; i < 4; i++) {
                 if (op->t[i] < 0) continue;
                 int src = op->p[i];
                 int64_t row = src >= 0 ? e->in[src][t] : src == FK_SRC_POSITION ? t % S : -(src + 2);
                 const float *tr = T_(e, op->t[i]) + (size_t)row * c->cols;
-                if (i == 0) memcpy(y, tr, sizeof(float) * c->cols);
+                if (first) memcpy(y, tr, sizeof(float) * c->cols), first = 0;
                 else k->add_f32(c->cols, y, tr, y);
             }
         }
+        break;
+    case S_TRIGRAM: { /* token t = (b, s): part j copies the row of token s + offset_j of its own sequence */
+        const int parts = op->p[1], E = c->cols / parts;
+        const float *table = T_(e, op->t[0]);
+        for (int t = r0; t < r1; t++) {
+            const int b = t / S, s = t % S;
+            float *y = c->y + (size_t)t * c->cols;
+            for (int j = 0; j < parts; j++) {
+                const int src = s + op->p[2 + j];
+                if (src < 0 || src >= S) memset(y + (size_t)j * E, 0, sizeof(float) * E);
+                else memcpy(y + (size_t)j * E, table + (size_t)e->in[op->p[0]][(size_t)b * S + src] * E, sizeof(float) * E);
+            }
+        }
+        break;
+    }
+    case S_NONORM:
+        for (int t = r0; t < r1; t++)
+            k->nonorm_f32(c->cols, c->x + (size_t)t * c->cols, c->r ? c->r + (size_t)t * c->cols : NULL,
+                          T_(e, op->t[0]), T_(e, op->t[1]), c->y + (size_t)t * c->cols);
+        break;
+    case S_RELU:
+        for (int t = r0; t < r1; t++) k->relu_f32(c->cols, c->x + (size_t)t * c->cols, c->y + (size_t)t * c->cols);
         break;
     case S_LN:
         for (int t = r0; t < r1; t++)
@@ -191,7 +216,7 @@ static void run_fc(fk_exec *e, task_ctx *c) {
     float *out = B_(e, op->out);
     if (e->fused) {
         g->epi = act == FK_ACT_GELU ? FK_EPI_BIAS_GELU : act == FK_ACT_GELU_TAB ? FK_EPI_BIAS_GELU_TAB
-                 : g->bias ? FK_EPI_BIAS : FK_EPI_NONE;
+                 : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : g->bias ? FK_EPI_BIAS : FK_EPI_NONE;
         g->c = out;
     } else {
         g->epi = FK_EPI_NONE;
@@ -213,7 +238,11 @@ static void run_fc(fk_exec *e, task_ctx *c) {
         rows_pass(e, c, S_BIAS);
         mark(e, op, "/bias", "fc");
     }
-    if (act) {
+    if (act == FK_ACT_RELU) { /* ReLU is charged to the gelu category: the FFN activation's row */
+        c->x = g->bias ? e->tmp2 : e->tmp1, c->y = out;
+        rows_pass(e, c, S_RELU);
+        mark(e, op, "/relu", "gelu");
+    } else if (act) {
         c->x = g->bias ? e->tmp2 : e->tmp1, c->y = out, c->wtype = act == FK_ACT_GELU_TAB;
         rows_pass(e, c, S_GELU);
         mark(e, op, "/gelu", "gelu");
@@ -264,6 +293,15 @@ void fk_exec_run(fk_exec *e, fk_prof *prof) {
             }
             rows_pass(e, &c, S_LN), mark(e, op, "", "layernorm");
             break;
+        case FK_OP_NONORM:
+            c.x = B_(e, op->in[0]), c.r = B_(e, op->in[1]);
+            if (!e->fused && c.r) {
+                c.y = e->tmp1, rows_pass(e, &c, S_ADD), mark(e, op, "/add", "other");
+                c.x = e->tmp1, c.r = NULL, c.y = B_(e, op->out);
+            }
+            rows_pass(e, &c, S_NONORM), mark(e, op, "", "layernorm");
+            break;
+        case FK_OP_TRIGRAM: rows_pass(e, &c, S_TRIGRAM), mark(e, op, "", "other"); break;
         case FK_OP_ADD: c.x = B_(e, op->in[0]), c.r = B_(e, op->in[1]), rows_pass(e, &c, S_ADD), mark(e, op, "", "other"); break;
         case FK_OP_GELU: c.x = B_(e, op->in[0]), c.wtype = op->p[0], rows_pass(e, &c, S_GELU), mark(e, op, "", "gelu"); break;
         case FK_OP_FC: run_fc(e, &c); break;
@@ -321,7 +359,14 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
             if (q > qa) qa = q;
             if (N > tmp) tmp = N;
         }
-        if (op->kind == FK_OP_LAYERNORM && p->bufs[op->out].cols > tmp) tmp = p->bufs[op->out].cols;
+        if ((op->kind == FK_OP_LAYERNORM || op->kind == FK_OP_NONORM) && p->bufs[op->out].cols > tmp) tmp = p->bufs[op->out].cols;
+        if (op->kind == FK_OP_TRIGRAM) {
+            const int64_t rows = p->tensors[op->t[0]].dims[0];
+            for (int64_t t = 0; t < e->T; t++)
+                if (e->in[op->p[0]][t] < 0 || e->in[op->p[0]][t] >= rows)
+                    return snprintf(err, el, "op %s: input %s holds index %lld outside [0, %lld)", op->name,
+                                    p->inputs[op->p[0]].name, (long long)e->in[op->p[0]][t], (long long)rows), -1;
+        }
         if (op->kind == FK_OP_ATTENTION && (size_t)op->p[0] > scores) scores = (size_t)op->p[0];
     }
     e->buf = xcalloc(p->n_bufs, sizeof(float *), &oom);

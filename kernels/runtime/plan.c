@@ -36,13 +36,14 @@ uint32_t fk_crc32(const uint8_t *p, size_t n) {
 }
 
 const char *fk_op_kind_name(uint32_t kind) {
-    static const char *names[] = {"?", "Embed", "LayerNorm", "FC", "Gelu", "Add", "Attention"};
+    static const char *names[] = {"?", "Embed", "LayerNorm", "FC", "Gelu", "Add", "Attention", "NoNorm", "Trigram"};
     return kind <= FK_OP_MAX ? names[kind] : "?";
 }
 
 const char *fk_op_category(const fk_op *op) {
     switch (op->kind) {
     case FK_OP_LAYERNORM: return "layernorm";
+    case FK_OP_NONORM: return "layernorm"; /* the normalisation MobileBERT has instead */
     case FK_OP_FC: return "fc"; /* a fused bias+GELU epilogue is counted with its GEMM */
     case FK_OP_GELU: return "gelu";
     case FK_OP_ATTENTION: return "attention";
@@ -102,7 +103,21 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
                 return fail(err, el, "op %s: bad index source %d", nm, op->p[i]);
         }
         if (op->t[0] < 0) return fail(err, el, "op %s: no embedding table", nm);
+        if (op->in[0] >= 0 && (op->in[0] == op->out || IN_COLS(0) != oc))
+            return fail(err, el, "op %s: base activation does not have %u columns", nm, oc);
         return 0;
+    case FK_OP_NONORM:
+        if (op->in[0] < 0 || IN_COLS(0) != oc || (op->in[1] >= 0 && IN_COLS(1) != oc) ||
+            !want_tensor(p, op->t[0], FK_DT_F32, 4ull * oc) || !want_tensor(p, op->t[1], FK_DT_F32, 4ull * oc))
+            return fail(err, el, "op %s: NoNorm shapes do not agree (%u columns)", nm, oc);
+        return 0;
+    case FK_OP_TRIGRAM: {
+        const fk_plan_tensor *t = op->t[0] >= 0 ? &p->tensors[op->t[0]] : NULL;
+        if (!t || t->dtype != FK_DT_F32 || t->ndim != 2 || op->p[1] < 1 || op->p[1] > 6 ||
+            (uint64_t)t->dims[1] * (uint64_t)op->p[1] != oc || op->p[0] < 0 || op->p[0] >= (int32_t)p->n_inputs)
+            return fail(err, el, "op %s: Trigram table, parts or ids input do not agree (%u columns)", nm, oc);
+        return 0;
+    }
     case FK_OP_LAYERNORM:
         if (op->in[0] < 0 || IN_COLS(0) != oc || (op->in[1] >= 0 && IN_COLS(1) != oc) ||
             !want_tensor(p, op->t[0], FK_DT_F32, 4ull * oc) || !want_tensor(p, op->t[1], FK_DT_F32, 4ull * oc))
@@ -114,7 +129,7 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
             return fail(err, el, "op %s: FC shapes do not agree (N=%u K=%u)", nm, N, K);
         if (op->t[1] >= 0 && !want_tensor(p, op->t[1], FK_DT_F32, 4ull * N))
             return fail(err, el, "op %s: bias is not f32 [%u]", nm, N);
-        if (op->p[3] < 0 || op->p[3] > 2) return fail(err, el, "op %s: bad activation %d", nm, op->p[3]);
+        if (op->p[3] < 0 || op->p[3] > FK_ACT_RELU) return fail(err, el, "op %s: bad activation %d", nm, op->p[3]);
         int ok;
         if (op->p[0] == FK_W_F32) ok = want_tensor(p, op->t[0], FK_DT_F32, 4ull * fk_packed_b_f32_size(K, N));
         else if (op->p[0] == FK_W_I8)

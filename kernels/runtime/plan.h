@@ -23,7 +23,9 @@
 #define FK_NAME 48
 
 enum fk_op_kind {
-    FK_OP_EMBED = 1,     /* out = sum of table rows; t[i] table, p[i] source (see below)  */
+    FK_OP_EMBED = 1,     /* out = (in0 +) sum of table rows; t[i] table, p[i] source (see
+                            below); in0, if >= 0, is a base activation (MobileBERT's
+                            transformed trigram embedding)                                 */
     FK_OP_LAYERNORM = 2, /* out = LN(in0 (+ in1)) * t0 + t1, eps f0                       */
     FK_OP_FC = 3,        /* out = act(in0 . t0 + t1); p0 wtype, p1 N, p2 K, p3 act; t2 wscale */
     FK_OP_GELU = 4,      /* out = gelu(in0); p0 0 = erf, 1 = table                         */
@@ -31,12 +33,16 @@ enum fk_op_kind {
     FK_OP_ATTENTION = 6, /* out = attention(in0 q, in1 k, in2 v); p0 heads, p1 head_dim,
                             p2/p3/p4 column offsets of q/k/v, p5 mask input or -1,
                             f0 scale, f1/f2 additive mask for mask value 0/1              */
-    FK_OP_MAX = 6
+    FK_OP_NONORM = 7,    /* out = (in0 (+ in1)) * t0 + t1: MobileBERT's NoNorm after a residual */
+    FK_OP_TRIGRAM = 8,   /* out[t] = concat_j t0[ids[t + p(2+j)]], a zero row where t + p(2+j) is
+                            outside the sequence; p0 ids input slot, p1 parts (1..6): the
+                            trigram input [i+1, i, i-1] is parts 3, offsets +1, 0, -1      */
+    FK_OP_MAX = 8
 };
 /* EMBED sources p[i]: >= 0 input slot (int64 ids), -1 token position s, <= -2 fixed row -(p+2). */
 #define FK_SRC_POSITION (-1)
 enum fk_wtype { FK_W_F32 = 0, FK_W_I8 = 1, FK_W_Q4_0 = 2 };
-enum fk_act { FK_ACT_NONE = 0, FK_ACT_GELU = 1, FK_ACT_GELU_TAB = 2 };
+enum fk_act { FK_ACT_NONE = 0, FK_ACT_GELU = 1, FK_ACT_GELU_TAB = 2, FK_ACT_RELU = 3 };
 enum fk_role { FK_ROLE_IDS = 0, FK_ROLE_MASK = 1, FK_ROLE_TYPE = 2, FK_ROLE_OTHER = 3 };
 enum fk_dtype { FK_DT_F32 = 0, FK_DT_I64 = 1, FK_DT_I32 = 2, FK_DT_I8 = 3, FK_DT_U8 = 4 };
 

@@ -109,6 +109,32 @@ static void test_vec(const fk_kernels *k) {
         free(x), free(r), free(g), free(b), free(y1), free(y2);
     }
     end();
+    begin("relu_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -2, 2), *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        k->relu_f32(n, x, y1), fk_relu_f32_generic(n, x, y2);
+        check("", n, y1, y2, 0, 0);
+        free(x), free(y1), free(y2);
+    }
+    end();
+    begin("nonorm_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -3, 5), *r = fvec(n, -1, 1), *g = fvec(n, 0.5f, 1.5f), *b = fvec(n, -1, 1);
+        float *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        for (int res = 0; res < 2; res++) {
+            k->nonorm_f32(n, x, res ? r : NULL, g, b, y1);
+            fk_nonorm_f32_generic(n, x, res ? r : NULL, g, b, y2);
+            snprintf(what, sizeof what, "residual=%d", res);
+            check(what, n, y1, y2, 1e-6f, 1e-6f); /* FMA vs mul+add: one rounding apart */
+        }
+        memcpy(y1, x, 4 * n), memcpy(y2, x, 4 * n); /* in place: y == x, as the executor may */
+        k->nonorm_f32(n, y1, r, g, b, y1), fk_nonorm_f32_generic(n, y2, r, g, b, y2);
+        check("in place", n, y1, y2, 1e-6f, 1e-6f);
+        free(x), free(r), free(g), free(b), free(y1), free(y2);
+    }
+    end();
     begin("quantize_i8/q8_0");
     for (int l = 0; l < NLENS; l++) {
         int n = LENS[l], nq = (n + FK_QK - 1) / FK_QK * FK_QK;
@@ -223,6 +249,10 @@ static void test_gemm(const fk_kernels *k) {
         gemm_case(k, kind, 47, 83, kind == 2 ? 96 : 65, FK_EPI_BIAS);
         gemm_case(k, kind, 70, 50, kind == 2 ? 224 : 200, FK_EPI_NONE);
         gemm_case(k, kind, 64, 32, kind == 2 ? 128 : 128, FK_EPI_BIAS_GELU_TAB);
+        /* MobileBERT's ReLU epilogue: column tails, a multi K-block and past one AMX block */
+        for (int l = 0; l < NLENS; l += 3) gemm_case(k, kind, MS[l % NMS], LENS[l], kind == 2 ? 64 : 33, FK_EPI_BIAS_RELU);
+        gemm_case(k, kind, 33, 70, kind == 2 ? 288 : 300, FK_EPI_BIAS_RELU);
+        gemm_case(k, kind, 47, 83, kind == 2 ? 96 : 65, FK_EPI_BIAS_RELU);
         end();
     }
 }

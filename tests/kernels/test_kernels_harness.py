@@ -22,6 +22,7 @@ def test_x86_tables_match_reference(harness_x86: Path) -> None:
     for table in ("avx2", "generic"):  # every x86-64 host with AVX2 runs both
         assert f"ok   {table}" in out
     assert "gemm_q4_0" in out and "attention_f32" in out
+    assert "relu_f32" in out and "nonorm_f32" in out  # MobileBERT's ReLU and NoNorm
 
 
 def _host_has(flag: str) -> bool:
@@ -50,6 +51,7 @@ def test_neon_and_dotprod_tables_under_qemu(harness_arm: Path) -> None:
     assert "PASSED" in out and "FAIL" not in out
     for table in ("dotprod", "neon", "generic"):
         assert f"ok   {table}" in out
+    assert "ok   neon     nonorm_f32" in out and "ok   dotprod  relu_f32" in out
 
 
 @pytest.mark.aarch64

@@ -40,6 +40,18 @@ class FcWeights:
         scale = None if self.scale is None else np.concatenate([p.scale for p in parts])  # type: ignore[misc]
         return FcWeights(self.wtype, w, scale)
 
+    def scaled(self, gamma: np.ndarray) -> FcWeights:
+        """Weights of (x . W) * gamma, gamma one factor per output column (NoNorm folded)."""
+        g = gamma.astype(np.float32)
+        if self.wtype == W_F32:
+            return FcWeights(W_F32, (self.w * g[None, :]).astype(np.float32))
+        if self.wtype == W_I8:
+            assert self.scale is not None
+            return FcWeights(W_I8, self.w, (self.scale * g).astype(np.float32))
+        blocks = np.ascontiguousarray(self.w, np.uint8).reshape(self.n, -1).view(W.Q4_BLOCK).copy()
+        blocks["d"] *= g[:, None]  # w = d * (q - 8): the block scale carries the column factor
+        return FcWeights(W_Q4_0, blocks.view(np.uint8).reshape(self.n, -1))
+
     def tensors(self) -> tuple[np.ndarray, np.ndarray | None]:
         if self.wtype == W_F32:
             return W.pack_f32(self.w), None

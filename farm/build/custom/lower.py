@@ -20,6 +20,7 @@ from onnx import numpy_helper
 
 from farm.build.custom import weights as W
 from farm.build.custom.ir import FcWeights, Ir, IrOp
+from farm.build.custom.lower_mobilebert import emit_nonorm
 from farm.build.custom.plan_format import (
     ACT_GELU,
     ACT_GELU_TAB,
@@ -37,7 +38,7 @@ from farm.build.custom.plan_format import (
     W_Q4_0,
 )
 from farm.build.custom.qdq import qdq_weight
-from farm.build.custom.values import Act, Const, Embed, Gelu, Input, Lin, Sum
+from farm.build.custom.values import Act, Affine, Const, Embed, Gelu, Input, Lin, Sum
 from farm.errors import BuildError
 
 QUANTS = {None: None, "fp32": None, "int8": W_I8, "q4_0": W_Q4_0, "int4": W_Q4_0}
@@ -77,6 +78,9 @@ class Lowerer:
         self.ir = Ir()
         self.vals: dict[str, object] = {}
         self.node: onnx.NodeProto | None = None
+        # pending value (by identity) -> its materialised value id: a value with several
+        # consumers (MobileBERT's hidden state feeds three GEMMs and a residual) is computed once
+        self.done: dict[int, tuple[object, int]] = {}
 
     # -- helpers -----------------------------------------------------------------------
     def fail(self, why: str, hint: str | None = None) -> BuildError:
@@ -105,13 +109,25 @@ class Lowerer:
         return out
 
     def act(self, v: object) -> int:
-        """Materialise a pending value; returns its value id."""
+        """Materialise a pending value (once); returns its value id."""
         if isinstance(v, Act):
             return v.value
+        if id(v) in self.done:
+            return self.done[id(v)][1]
+        out = self._materialise(v)
+        self.done[id(v)] = (v, out)  # keeps v alive, so its id is never reused
+        return out
+
+    def _materialise(self, v: object) -> int:
         if isinstance(v, Embed):
             arrays: list[np.ndarray | None] = [t for t, _ in v.terms]
-            return self.emit(OP_EMBED, v.name, [], v.terms[0][0].shape[1], arrays=arrays,
+            ins = [] if v.base is None else [self.act(v.base)]
+            if len(arrays) > 4:
+                raise self.fail(f"{len(arrays)} embedding terms, the executor sums at most 4")
+            return self.emit(OP_EMBED, v.name, ins, v.terms[0][0].shape[1], arrays=arrays,
                              params=[s for _, s in v.terms])
+        if isinstance(v, Affine):  # NoNorm's Mul with no bias Add after it
+            return emit_nonorm(self, v, np.zeros_like(v.gamma), v.name)
         if isinstance(v, Lin):
             return self.emit(OP_FC, v.name, [v.x], v.fc.n, fc=v.fc, bias=v.bias,
                              params=[v.fc.wtype, v.fc.n, self.ir.cols[v.x], v.act])
@@ -192,6 +208,13 @@ class Lowerer:
             self.vals[node.output[0]] = qw
 
     # The handlers live in their own module; importing them here makes them methods.
+    from farm.build.custom.lower_mobilebert import (
+        op_Concat,
+        op_Constant,
+        op_Pad,
+        op_Relu,
+        op_Slice,
+    )
     from farm.build.custom.lower_ops import (
         op_Add,
         op_Cast,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from farm.build.custom import lower_mobilebert as mobilebert
 from farm.build.custom import weights as W
 from farm.build.custom.ir import FcWeights
 from farm.build.custom.plan_format import (
@@ -24,6 +25,7 @@ from farm.build.custom.plan_format import (
 from farm.build.custom.qdq import QdqWeight, int8_weights
 from farm.build.custom.values import (
     Act,
+    Affine,
     Const,
     Context,
     DynQuant,
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 
     from farm.build.custom.lower import Lowerer
 
-ACTIVATIONS = (Act, Embed, Lin, Sum, Gelu)
+ACTIVATIONS = (Act, Embed, Lin, Sum, Gelu, Affine)
 
 
 def _pair(ins: list[Any], a: type | tuple, b: type | tuple) -> tuple[Any, Any] | None:
@@ -78,14 +80,17 @@ def op_Gather(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
 
 
 def op_Add(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
+    if (v := mobilebert.add_pattern(self, node, ins)) is not None:
+        return v
     if (p := _pair(ins, Embed, Embed)) is not None:
         return Embed(p[0].terms + p[1].terms, p[0].name)
     if (p := _pair(ins, Embed, Const)) is not None:
         rows = p[1].arr.astype(np.float32)
-        rows = rows.reshape(-1, rows.shape[-1]) if rows.ndim >= 2 else None
+        rows = rows.reshape(-1, rows.shape[-1]) if rows.ndim >= 1 else None
         if rows is None or rows.shape[1] != p[0].terms[0][0].shape[1]:
-            raise self.fail("constant added to embeddings must be position rows [S, H]")
-        return Embed((*p[0].terms, (rows, SRC_POSITION)), p[0].name)
+            raise self.fail("constant added to embeddings must be position rows [S, H] or one row")
+        source = SRC_POSITION if rows.shape[0] > 1 else -2  # one row: the same for every token
+        return Embed((*p[0].terms, (rows, source)), p[0].name, p[0].base)
     if (p := _pair(ins, Lin, Const)) is not None and p[0].bias is None and p[0].act == ACT_NONE:
         lin, c = p
         if c.arr.size != lin.fc.n or (c.arr.ndim > 1 and c.arr.shape[-1] != lin.fc.n):
@@ -142,6 +147,8 @@ def op_Mul(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     p = _pair(ins, GeluPart, Const)
     if p is not None and p[0].stage == "mul" and _scalar(p[1]) == 0.5:
         return _gelu_of(self, p[0].u)
+    if (v := mobilebert.mul_pattern(self, node, ins, ACTIVATIONS)) is not None:
+        return v
     raise self.fail("this Mul pattern is not supported")
 
 

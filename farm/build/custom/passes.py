@@ -3,6 +3,8 @@
 - `merge_qkv`: the three FCs feeding one attention op that read the same activation with
   the same weight type become one FC with N = 3H (one pass over the activation, one bigger
   GEMM); the attention op then reads q, k and v at column offsets 0, H and 2H of its output.
+  When only q and k share their input (MobileBERT's shared Q/K bottleneck; v reads the
+  wide hidden state), q and k become one FC with N = 2H read at offsets 0 and H.
 - `allocate`: liveness-based reuse of activation buffers of equal width; an op's output
   never shares a buffer with its own inputs (GEMM and attention read inputs while writing).
 """
@@ -34,11 +36,14 @@ def merge_qkv(ir: Ir) -> int:
         if len({id(f) for f in fcs}) != 3 or any(f is None or f.kind != OP_FC for f in fcs):
             continue
         q, k, v = fcs  # type: ignore[misc]
-        same = all(f.ins[0] == q.ins[0] and f.fc.wtype == q.fc.wtype and f.params[3] == ACT_NONE
-                   and (f.bias is None) == (q.bias is None) for f in fcs)  # type: ignore[union-attr]
         private = all(len(users.get(f.out, [])) == 1 and f.out not in outputs  # type: ignore[union-attr]
                       for f in fcs)
-        if not (same and private):
+        if not private:
+            continue
+        if not _mergeable(q, [k, v]):  # type: ignore[arg-type]
+            if _mergeable(q, [k]):  # type: ignore[arg-type]
+                _merge_qk(ir, att, q, k)  # type: ignore[arg-type]
+                merged += 1
             continue
         n = q.fc.n  # type: ignore[union-attr]
         name = q.name.rsplit("/", 2)[0] + "/qkv/MatMul"
@@ -55,6 +60,27 @@ def merge_qkv(ir: Ir) -> int:
         att.params[2:5] = [0, n, 2 * n]
         merged += 1
     return merged
+
+
+def _mergeable(q: IrOp, others: list[IrOp]) -> bool:
+    return all(f.ins[0] == q.ins[0] and f.fc.wtype == q.fc.wtype  # type: ignore[union-attr]
+               and f.params[3] == ACT_NONE and q.params[3] == ACT_NONE
+               and (f.bias is None) == (q.bias is None) for f in others)
+
+
+def _merge_qk(ir: Ir, att: IrOp, q: IrOp, k: IrOp) -> None:
+    n = q.fc.n  # type: ignore[union-attr]
+    name = q.name.rsplit("/", 2)[0] + "/qk/MatMul"
+    fused = IrOp(OP_FC, name, [q.ins[0]], ir.new_value(2 * n),
+                 fc=q.fc.concat([k.fc]),  # type: ignore[union-attr]
+                 bias=None if q.bias is None else np.concatenate([q.bias, k.bias]),  # type: ignore[list-item]
+                 params=[q.fc.wtype, 2 * n, q.params[2], ACT_NONE])  # type: ignore[union-attr]
+    at = min(ir.ops.index(q), ir.ops.index(k))
+    ir.ops.remove(q)
+    ir.ops.remove(k)
+    ir.ops.insert(at, fused)
+    att.ins = [fused.out, fused.out, att.ins[2]]
+    att.params[2:5] = [0, n, 0]
 
 
 def allocate(ir: Ir) -> tuple[dict[int, int], list[int]]:

@@ -27,10 +27,12 @@ NAME_LEN = 48
 OP_NAME_LEN = 64
 
 OP_EMBED, OP_LAYERNORM, OP_FC, OP_GELU, OP_ADD, OP_ATTENTION = 1, 2, 3, 4, 5, 6
+OP_NONORM, OP_TRIGRAM = 7, 8  # MobileBERT: NoNorm after a residual; the trigram embedding input
 OP_NAMES = {OP_EMBED: "Embed", OP_LAYERNORM: "LayerNorm", OP_FC: "FC", OP_GELU: "Gelu",
-            OP_ADD: "Add", OP_ATTENTION: "Attention"}
+            OP_ADD: "Add", OP_ATTENTION: "Attention", OP_NONORM: "NoNorm",
+            OP_TRIGRAM: "Trigram"}
 W_F32, W_I8, W_Q4_0 = 0, 1, 2
-ACT_NONE, ACT_GELU, ACT_GELU_TAB = 0, 1, 2
+ACT_NONE, ACT_GELU, ACT_GELU_TAB, ACT_RELU = 0, 1, 2, 3
 ROLE_IDS, ROLE_MASK, ROLE_TYPE, ROLE_OTHER = 0, 1, 2, 3
 SRC_POSITION = -1  # EMBED source: the token's position; >= 0 input slot; <= -2 fixed row
 

@@ -45,6 +45,27 @@ class Act:
 class Embed:
     terms: tuple[tuple[np.ndarray, int], ...]  # (table [rows, H], source)
     name: str
+    base: object = None  # a pending Lin (or Act) the rows are added to (MobileBERT)
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A one-table Embed read `offset` tokens ahead (x[:, 1:] -> +1, x[:, :-1] -> -1);
+    `padded` once Pad restored the sequence length with zero rows on the right side."""
+
+    embed: Embed
+    offset: int
+    padded: bool
+
+
+@dataclass(frozen=True)
+class Affine:
+    """(a (+ b)) * gamma, waiting for the Add of NoNorm's bias (a, b value ids; b may be -1)."""
+
+    a: int
+    b: int
+    gamma: np.ndarray
+    name: str
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from farm.errors import BuildError
 NR = 16
 QK = 32
 _Q4_BLOCK = np.dtype([("d", "<f4"), ("qs", "u1", (QK // 2,))])
+Q4_BLOCK = _Q4_BLOCK  # ggml's {float d; uint8 qs[16]} block, for callers that rescale columns
 
 
 def pack_f32(w: np.ndarray) -> np.ndarray:

@@ -27,9 +27,12 @@ from farm.build.models.config import (
     GENERATOR_VERSION,
     PRESETS,
     EncoderConfig,
+    ModelConfig,
     check_variant,
     preset,
 )
+from farm.build.models.corpus.mobilebert import build_mobilebert
+from farm.build.models.corpus.mobilebert_config import MobileBertConfig
 from farm.build.models.encoder import build_encoder
 from farm.build.models.inputs import make_inputs
 from farm.build.models.quantize import QUANTIZER_REVISION, quantize
@@ -47,7 +50,7 @@ class ModelInfo:
     sha256: str
     preset: str | None
     variant: str
-    config: EncoderConfig | None
+    config: ModelConfig | None
 
     @property
     def name(self) -> str:
@@ -99,20 +102,28 @@ def _quantized(src: Path, variant: str, dst: Path) -> None:
     quantize(src, variant, dst, calibration)
 
 
-def build_model(preset_or_config: str | EncoderConfig, variant: str = "fp32",
+def _generate(config: ModelConfig) -> onnx.ModelProto:
+    if isinstance(config, MobileBertConfig):
+        return build_mobilebert(config)
+    return build_encoder(config)
+
+
+def build_model(preset_or_config: str | ModelConfig, variant: str = "fp32",
                 out_dir: Path | str | None = None, *, name: str | None = None) -> ModelInfo:
-    """`name` labels a custom config's files (default: the matching preset, else "encoder")."""
+    """`name` labels a custom config's files (default: the matching preset, else "encoder",
+    or "mobilebert" for a MobileBertConfig)."""
     check_variant(variant)
-    if isinstance(preset_or_config, EncoderConfig):
+    if isinstance(preset_or_config, (EncoderConfig, MobileBertConfig)):
         config = preset_or_config
-        name = name or next((n for n, c in PRESETS.items() if c == config), "encoder")
+        default = "mobilebert" if isinstance(config, MobileBertConfig) else "encoder"
+        name = name or next((n for n, c in PRESETS.items() if c == config), default)
     else:
         name, config = preset_or_config, preset(preset_or_config)
     out = _default_dir(out_dir)
     fp32_key = _key(str(GENERATOR_VERSION), config.canonical_json(), "fp32")
     fp32_path = out / f"{name}-fp32-{fp32_key}.onnx"
     if not fp32_path.exists():
-        _write_atomic(build_encoder(config), fp32_path)
+        _write_atomic(_generate(config), fp32_path)
     path = fp32_path
     if variant != "fp32":
         key = _key(fp32_key, variant, _ort_version(), QUANTIZER_REVISION)

@@ -113,7 +113,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
             for (int i = 0; i < I8_MR; i++) memcpy(&dst[q * I8_MR + i], src[i] + 4 * q, 4);
     }
     int32_t tile[I8_MR * FK_NR];
-    const int fuse = FK_FN(epi_in_regs)(g), gelu = g->epi == FK_EPI_BIAS_GELU;
+    const int fuse = FK_FN(epi_in_regs)(g);
     for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
         const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
         const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
@@ -132,7 +132,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
                 if (fuse)
                     for (int j = 0; j < FK_NR; j += VL) {
                         vf v = vadd(vload(out + j), vload(bt + j));
-                        vstore(out + j, gelu ? vgelu(v) : v);
+                        vstore(out + j, FK_FN(epi_act)(g->epi, v));
                     }
                 memcpy(c, out, sizeof(float) * nc);
                 if (!fuse) FK_FN(epilogue_row)(g, c, col, nc);
@@ -214,5 +214,5 @@ const fk_kernels FK_FN(fk_kernels) = {
     FK_FN(fk_gelu_f32), FK_FN(fk_gelu_tab_f32), FK_FN(fk_layernorm_f32),
     FK_FN(fk_softmax_f32), FK_FN(fk_quantize_row_i8), FK_FN(fk_quantize_row_q8_0),
     FK_FN(fk_gemm_f32), FK_FN(fk_gemm_i8), FK_FN(fk_gemm_q4_0), FK_FN(fk_attention_f32),
-    FK_FN(fk_fma_loop),
+    FK_FN(fk_fma_loop), FK_FN(fk_relu_f32), FK_FN(fk_nonorm_f32),
 };

@@ -173,7 +173,7 @@ typedef struct {
 #define AMX_TB 1024 /* bytes of one 16 x 64 tile */
 
 static inline void amx_epilogue(const fk_gemm_args *g, const int32_t *ct, int m, int mr, int col, int nc,
-                                int fuse, int gelu) {
+                                int fuse) {
     const __mmask16 keep = (__mmask16)((1u << nc) - 1);
     const __m512 ws = _mm512_maskz_loadu_ps(keep, g->w_scale + col);
     float bt[FK_NR];
@@ -184,7 +184,7 @@ static inline void amx_epilogue(const fk_gemm_args *g, const int32_t *ct, int m,
                                                _mm512_set1_ps(g->a_scale[m + i])), ws);
         if (fuse) {
             v = _mm512_add_ps(v, bv);
-            if (gelu) v = vgelu(v);
+            v = FK_FN(epi_act)(g->epi, v);
         }
         float *c = g->c + (size_t)(m + i) * g->ldc + col;
         _mm512_mask_storeu_ps(c, keep, v);
@@ -230,7 +230,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
     _tile_loadconfig(&cfg);
-    const int fuse = FK_FN(epi_in_regs)(g), gelu = g->epi == FK_EPI_BIAS_GELU;
+    const int fuse = FK_FN(epi_in_regs)(g);
     for (int p = p0; p < p1; p += 2) {
         const int two = p + 1 < p1;
         for (int rt = 0; rt < nrt; rt += 2) {
@@ -260,7 +260,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
             _tile_stored(3, ct + 16 * 32 + 16, 128);
             for (int h = 0; h <= two; h++) {
                 const int col = (p + h) * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
-                amx_epilogue(g, ct + h * 16, m, mr, col, nc, fuse, gelu);
+                amx_epilogue(g, ct + h * 16, m, mr, col, nc, fuse);
             }
         }
     }
@@ -335,7 +335,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
             }
     }
     int32_t tile[I8_MR * FK_NR], cs[FK_NR];
-    const int fuse = FK_FN(epi_in_regs)(g), gelu = g->epi == FK_EPI_BIAS_GELU;
+    const int fuse = FK_FN(epi_in_regs)(g);
     for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
         const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
         const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
@@ -357,7 +357,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
                 if (fuse)
                     for (int j = 0; j < FK_NR; j += VL) {
                         vf v = vadd(vload(out + j), vload(bt + j));
-                        vstore(out + j, gelu ? vgelu(v) : v);
+                        vstore(out + j, FK_FN(epi_act)(g->epi, v));
                     }
                 memcpy(c, out, sizeof(float) * nc);
                 if (!fuse) FK_FN(epilogue_row)(g, c, col, nc);
@@ -451,5 +451,5 @@ const fk_kernels FK_FN(fk_kernels) = {
     FK_FN(fk_gelu_f32), FK_FN(fk_gelu_tab_f32), FK_FN(fk_layernorm_f32),
     FK_FN(fk_softmax_f32), FK_FN(fk_quantize_row_i8), FK_FN(fk_quantize_row_q8_0),
     FK_FN(fk_gemm_f32), FK_FN(fk_gemm_i8), FK_FN(fk_gemm_q4_0), FK_FN(fk_attention_f32),
-    FK_FN(fk_fma_loop),
+    FK_FN(fk_fma_loop), FK_FN(fk_relu_f32), FK_FN(fk_nonorm_f32),
 };

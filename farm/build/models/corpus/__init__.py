@@ -1,0 +1,1 @@
+"""Generators of published model architectures, in the op pattern their exporters write."""
