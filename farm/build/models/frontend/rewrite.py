@@ -1,0 +1,162 @@
+"""Hand-written encoder rewrites into the canonical op set (none of onnxscript, onnxslim or
+onnxsim fuses these; see docs/real-models.md).
+
+- `fuse_layernorm`: `ReduceMean Sub Pow(2) ReduceMean Add(eps) Sqrt Div [Mul(g)] [Add(b)]`
+  (torch's decomposed LayerNorm, opset < 17) -> `LayerNormalization(axis=-1, epsilon)`. Runs
+  BEFORE onnxscript's rules, which may drop the `Add(var, eps)` of a tiny epsilon.
+- `fuse_gelu_tanh`: `0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))` -> com.microsoft FastGelu
+  is NOT used (TVM cannot import it); the chain is left as it is (TVM runs it, custom names it).
+- `gemm_to_matmul`: `Gemm(x, W, b, transB)` with constant W -> `MatMul(x, W') + Add(b)`.
+- `where_mask_to_additive`: `Where(Expand(Reshape(Equal(mask, 0))), c, scores)` -> `scores +
+  (1 - Cast(mask)) * NEG` on the [B,1,1,S] mask (same softmax for 0/1 masks).
+- `move_query_scale`: `MatMul(Div(q, c) | Mul(q, c), k)` -> `Div|Mul(MatMul(q, k), c)`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from farm.build.models.frontend.graph import Graph, attr
+
+MASK_NEG = -1e9  # finite: scores + NEG never reaches -inf, so a fully padded row stays finite
+
+
+def _last_axis(g: Graph, node: onnx.NodeProto, rank_hint: int | None = None) -> bool:
+    axes = attr(node, "axes")
+    if axes is None and len(node.input) > 1:
+        c = g.const(node.input[1])
+        axes = None if c is None else [int(v) for v in c.reshape(-1)]
+    return axes is not None and len(axes) == 1 and (axes[0] == -1 or axes[0] == rank_hint)
+
+
+def fuse_layernorm(g: Graph) -> int:
+    done = 0
+    for mean in [n for n in g.nodes if n.op_type == "ReduceMean"]:
+        if id(mean) in g.dead or not _last_axis(g, mean, 2) or attr(mean, "keepdims", 1) != 1:
+            continue
+        x = mean.input[0]
+        subs = [u for u in g.users(mean.output[0]) if u.op_type == "Sub" and u.input[0] == x
+                and u.input[1] == mean.output[0]]
+        if len(subs) != 1:
+            continue
+        sub = subs[0]
+        xc = sub.output[0]
+        pows = [u for u in g.users(xc) if u.op_type == "Pow" and g.scalar(u.input[1]) == 2.0]
+        divs = [u for u in g.users(xc) if u.op_type == "Div" and u.input[0] == xc]
+        if len(pows) != 1 or len(divs) != 1 or len(g.users(xc)) != 2:
+            continue
+        var = next((u for u in g.users(pows[0].output[0]) if u.op_type == "ReduceMean"), None)
+        if var is None or not _last_axis(g, var, 2):
+            continue
+        add = next((u for u in g.users(var.output[0]) if u.op_type == "Add"), None)
+        eps = None if add is None else g.scalar(g.other(add, var.output[0]))
+        sqrt = None if add is None else next(
+            (u for u in g.users(add.output[0]) if u.op_type == "Sqrt"), None)
+        div = divs[0]
+        if eps is None or sqrt is None or div.input[1] != sqrt.output[0]:
+            continue
+        chain = [mean, sub, pows[0], var, add, sqrt, div]
+        out = div.output[0]
+        width = None
+        gamma = beta = None
+        mul = g.users(out)
+        if len(mul) == 1 and mul[0].op_type == "Mul":
+            gamma = g.const(g.other(mul[0], out))
+            if gamma is not None:
+                chain.append(mul[0])
+                out = mul[0].output[0]
+                badd = g.users(out)
+                if len(badd) == 1 and badd[0].op_type == "Add":
+                    beta = g.const(g.other(badd[0], out))
+                    if beta is not None:
+                        chain.append(badd[0])
+                        out = badd[0].output[0]
+        width = (gamma if gamma is not None else beta)
+        if width is None:
+            continue  # a bare normalisation without affine: rare, left decomposed
+        h = width.size
+        gamma = np.ones(h, np.float32) if gamma is None else gamma.reshape(-1).astype(np.float32)
+        beta = np.zeros(h, np.float32) if beta is None else beta.reshape(-1).astype(np.float32)
+        scope = mean.name.rsplit("/", 1)[0] if "/" in mean.name else mean.name
+        g.kill(*chain)
+        g.add("LayerNormalization", [x, g.add_const(f"{scope}.gamma", gamma),
+                                     g.add_const(f"{scope}.beta", beta)], [out],
+              name=f"{scope}/LayerNormalization", axis=-1, epsilon=float(eps))
+        done += 1
+    return done
+
+
+def gemm_to_matmul(g: Graph) -> int:
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "Gemm"]:
+        w = g.const(n.input[1])
+        if w is None or attr(n, "transA", 0) or attr(n, "alpha", 1.0) != 1.0:
+            continue
+        if attr(n, "transB", 0):
+            w = w.T
+        scope = n.name.rsplit("/", 1)[0]
+        g.kill(n)
+        bias = g.const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+        mm_out = n.output[0] if bias is None else g.fresh(f"{scope}/MatMul")
+        g.add("MatMul", [n.input[0], g.add_const(f"{scope}.weight.T",
+                                                 np.ascontiguousarray(w))], [mm_out],
+              name=f"{scope}/MatMul")
+        if bias is not None:
+            b = bias * np.float32(attr(n, "beta", 1.0))
+            g.add("Add", [mm_out, g.add_const(f"{scope}.bias", b.astype(np.float32))],
+                  [n.output[0]], name=f"{scope}/Add")
+        done += 1
+    return done
+
+
+def _additive_mask(g: Graph, mask_input: str, scope: str) -> str:
+    m = g.add("Cast", [mask_input], name=f"{scope}/mask_Cast", to=TensorProto.FLOAT).output[0]
+    m = g.add("Unsqueeze", [m, g.add_const("mask_axes", np.array([1, 2], np.int64))],
+              name=f"{scope}/mask_Unsqueeze").output[0]
+    m = g.add("Sub", [g.add_const("one", np.array(1.0, np.float32)), m],
+              name=f"{scope}/mask_Sub").output[0]
+    return g.add("Mul", [m, g.add_const("mask_neg", np.array(MASK_NEG, np.float32))],
+                 name=f"{scope}/mask_Mul").output[0]
+
+
+def where_mask_to_additive(g: Graph) -> int:
+    """DistilBERT's masked_fill: the condition must come from Equal(graph input, 0)."""
+    inputs = {i.name for i in g.g.input}
+    done = 0
+    for w in [n for n in g.nodes if n.op_type == "Where"]:
+        cond, fill, scores = w.input
+        v = g.scalar(fill)
+        node = g.producer.get(cond)
+        while node is not None and node.op_type in ("Expand", "Reshape", "Unsqueeze", "Cast"):
+            node = g.producer.get(node.input[0])
+        if v is None or v > -1e4 or node is None or node.op_type != "Equal":
+            continue
+        src, zero = node.input
+        if src not in inputs or g.scalar(zero) != 0.0:
+            continue
+        scope = w.name.rsplit("/", 1)[0]
+        g.kill(w)
+        g.add("Add", [scores, _additive_mask(g, src, scope)], [w.output[0]],
+              name=f"{scope}/mask_Add")
+        done += 1
+    return done
+
+
+def move_query_scale(g: Graph) -> int:
+    done = 0
+    for mm in [n for n in g.nodes if n.op_type == "MatMul"]:
+        scale = g.producer.get(mm.input[0])
+        if scale is None or scale.op_type not in ("Div", "Mul") or g.const(mm.input[1]) is not None:
+            continue
+        c = g.scalar(scale.input[1])
+        if c is None or len(g.users(scale.output[0])) != 1:
+            continue
+        scope = mm.name.rsplit("/", 1)[0]
+        g.kill(mm, scale)
+        raw = g.add("MatMul", [scale.input[0], mm.input[1]], name=mm.name).output[0]
+        g.add(scale.op_type, [raw, scale.input[1]], [mm.output[0]],
+              name=f"{scope}/scale_{scale.op_type}")
+        done += 1
+    return done
