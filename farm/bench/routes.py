@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.bench.config import base_route, is_unfused
+from farm.bench.model_front import build_path, front_flags
 from farm.bench.prepare import Prepared
 from farm.build.registry import Artifact, make_artifact
 from farm.inventory.device import Device
@@ -61,7 +62,8 @@ def plan_route(route_key: str, device: Device, prepared: Prepared) -> RoutePlan:
     options = {**ORT_OPTIONS, "opt_level": "all" if fused else "disable"}
     # ORT compiles nothing ahead of time: its graph optimisation happens at load (load_ms)
     return RoutePlan("ort", prepared.model_artifact.remote, options=options,
-                     build_flags={"provider": options["provider"], "build_s": 0.0},
+                     build_flags={"provider": options["provider"], "build_s": 0.0,
+                                  **front_flags(prepared, "ort")},
                      sizes={"code": 0, "weights": prepared.model_artifact.size})
 
 
@@ -78,7 +80,7 @@ def _plan_tvm(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
     from farm.build.tvm.builder import build_tvm
     from farm.build.tvm.runner_build import build_runner
 
-    art = build_tvm(prepared.model.path, device, fusion=fused)
+    art = build_tvm(build_path(prepared), device, fusion=fused)
     lib = make_artifact("tvm-lib", art.path, "artifacts", target=device.arch,
                         name=f"tvm-{art.key[:12]}.so")
     items = [lib]
@@ -97,7 +99,8 @@ def _plan_tvm(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
     return RoutePlan("tvm", lib.remote, tuple(items),
                      build_flags={"tvm_key": art.key[:12], "target": art.target,
                                   "schedule_counts": counts,
-                                  "build_s": original_build_s(art), "build_cached": art.cached},
+                                  "build_s": original_build_s(art), "build_cached": art.cached,
+                                  **front_flags(prepared, "tvm")},
                      sizes={"runtime": runtime, "code": art.size_bytes - weights,
                             "weights": weights})
 
@@ -115,7 +118,7 @@ def _plan_custom(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
     from farm.build.custom.cache import cached_plan
     from farm.build.custom.executor_build import compile_seconds
 
-    plan_path, info = cached_plan(prepared.model.path)
+    plan_path, info = cached_plan(build_path(prepared))
     # one executor per arch and bench: the fused and unfused keys must run the same binary
     memo = prepared.extra.setdefault("custom_executor", {})
     if device.arch not in memo:
@@ -128,5 +131,6 @@ def _plan_custom(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
                            target=device.arch, name="fk_exec", content_name=False)
     return RoutePlan("custom", plan.remote, (plan, binary), options={"fused": int(fused)},
                      build_flags={"plan_ops": info["n_ops"], "plan_key": plan.sha256[:12],
-                                  "build_s": round(build_s, 3)},
+                                  "build_s": round(build_s, 3),
+                                  **front_flags(prepared, "custom")},
                      sizes={"runtime": binary.size, "code": 0, "weights": plan.size})
