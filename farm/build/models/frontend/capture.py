@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-_LOCK = threading.Lock()  # fd 1 is process-wide: one redirection at a time
+_LOCK = threading.RLock()  # fd 1 is process-wide: one redirection at a time (nests)
 
 
 @dataclass
