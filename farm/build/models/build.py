@@ -7,8 +7,9 @@
   (generator version, config, variant, onnxruntime version for quantized variants); a hit
   costs one hash of the file.
 - `resolve_model(spec, variant="fp32", out_dir=None) -> ModelInfo`: a preset name,
-  `corpus:NAME` (farm/build/models/corpus, generated and cached), or a path to any `.onnx` file (checked by check.py; a quantized variant of a file is made and cached
-  keyed by the file's sha256).
+  `corpus:NAME` (farm/build/models/corpus, generated and cached), or a path to any `.onnx`
+  file (checked by check.py; a quantized variant of a file is made and cached keyed by the
+  file's sha256).
 `ModelInfo.sha256` is the sha256 of the model file's bytes (what deploy names it by).
 """
 

@@ -68,6 +68,7 @@ def import_onnx(model_path: Path) -> Any:
     import onnx
     _tvm()
     from tvm.relax.frontend.onnx import from_onnx
+
     from farm.build.models.frontend.capture import quiet_stdout
 
     try:
