@@ -12,7 +12,8 @@ compared with the reference (a mismatch makes the record `invalid` with the numb
 whatever its timings) and, for information only, with the routes finished before it.
 A runner failure fails that route only; a lost agent or link fails the device
 (remaining routes get `failed` records naming the failure). A `tvm-rpc` device has no
-agent: `farm.bench.rpc_run` runs its TVM routes through tracker sessions, with the same records, output checks and failure rules.
+agent: `farm.bench.rpc_run` runs its TVM routes through tracker sessions, with the same
+records, output checks and failure rules.
 """
 
 from __future__ import annotations
