@@ -33,6 +33,7 @@ transposed ([in, out]) as the exporter stores them for MatMul.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -52,7 +53,7 @@ class Dims:
     ffn: int = 128
     seq: int = 16
     vocab: int = 200
-    max_pos: int = 64
+    max_pos: int = 160  # above the default sequence (128) a dynamic export is bound to
     embed: int = 32  # ALBERT's factorised embedding size
     seed: int = 0
 
@@ -285,5 +286,7 @@ def export(family: str, dims: Dims = SMALL, opset: int = 14, dynamic: bool = Tru
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="pytorch", producer_version="2.5.0")
     model.ir_version = 8 if opset >= 17 else 7
+    # the sequence the inputs default to (farm.build.models.inputs reads farm.config's seq)
+    helper.set_model_props(model, {"farm.config": json.dumps({"seq": dims.seq})})
     onnx.checker.check_model(model, full_check=True)
     return model

@@ -8,8 +8,8 @@ Steps, in order (each says why it is where it is):
 3. Constant nodes -> initializers, opset upgraded to 17 (graph.py);
 4. com.microsoft ops expanded (contrib.py), then torch's decomposed LayerNorm fused
    (rewrite.py) BEFORE onnxscript: its default rules can drop LayerNorm's `Add(var, eps)`;
-5. onnxscript's optimizer (constant folding incl. the Shape/Gather/Concat chains of dynamic
-   exports, dead-code removal) — the maintained generic pass, chosen over onnxslim/onnxsim
+5. ORT's symbolic shape inference (knows contrib ops), then onnxscript's optimizer
+   (constant folding incl. the Shape/Gather/Concat chains of dynamic exports, dead code) — the maintained generic pass, chosen over onnxslim/onnxsim
    (docs/real-models.md);
 6. encoder rewrites needing folded constants: Gemm -> MatMul+Add, Where masks -> additive,
    query scale moved after Q·Kᵀ; then onnxscript once more;
@@ -83,6 +83,17 @@ def _onnxscript(model: onnx.ModelProto) -> onnx.ModelProto:
                          hint="`farm models check FILE` shows which routes still take it") from exc
 
 
+def _symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ORT's symbolic shape inference: unlike onnx's it knows the com.microsoft ops left in
+    the graph (MatMulNBits), so the Shape chains behind them fold too."""
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    try:
+        return SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    except Exception:
+        return model
+
+
 def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec
                     ) -> tuple[onnx.ModelProto, dict[str, list[int]], dict[str, int]]:
     """The in-memory pipeline (steps 2-7); returns (model, bound shapes, rewrite counts)."""
@@ -96,6 +107,7 @@ def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec
     g.commit()
     counts["layernorm"] = rewrite.fuse_layernorm(g)
     g.commit()
+    m = _symbolic_shapes(m)
     m = _onnxscript(m)
     g = graph.Graph(m)
     counts["gemm"] = rewrite.gemm_to_matmul(g)

@@ -96,6 +96,12 @@ def bind(model: onnx.ModelProto, spec: ShapeSpec) -> dict[str, list[int]]:
                                      f"in the model, not {v}")
             elif d.HasField("dim_value"):
                 v = d.dim_value
+                asked = spec.batch if i == 0 else spec.seq if i == 1 else None
+                if asked is not None and asked != v:
+                    flag = "--batch" if i == 0 else "--seq"
+                    raise UsageError(f"{flag} {asked}: input {vi.name!r} has dim {i} fixed at "
+                                     f"{v} in the model", hint="re-export with dynamic axes, "
+                                     f"or drop {flag}")
             elif i == 0:
                 v = spec.batch or DEFAULT_BATCH
             else:
