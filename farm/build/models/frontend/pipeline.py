@@ -9,8 +9,8 @@ Steps, in order (each says why it is where it is):
 4. com.microsoft ops expanded (contrib.py), then torch's decomposed LayerNorm fused
    (rewrite.py) BEFORE onnxscript: its default rules can drop LayerNorm's `Add(var, eps)`;
 5. ORT's symbolic shape inference (knows contrib ops), then onnxscript's optimizer
-   (constant folding incl. the Shape/Gather/Concat chains of dynamic exports, dead code) — the maintained generic pass, chosen over onnxslim/onnxsim
-   (docs/real-models.md);
+   (constant folding incl. the Shape/Gather/Concat chains of dynamic exports, dead code):
+   the maintained generic pass, chosen over onnxslim/onnxsim (docs/real-models.md);
 6. encoder rewrites needing folded constants: Gemm -> MatMul+Add, Where masks -> additive,
    query scale moved after Q·Kᵀ; then onnxscript once more;
 7. ONNX shape inference; tensors whose shape is still unknown are reported (`symbolic`).
