@@ -80,11 +80,11 @@ def prepare(config: BenchConfig, cache_dir: Path | None = None) -> Prepared:
     model = _resolve(config, config.variant, out)
     fp32 = model if config.variant == "fp32" else _resolve(config, "fp32", out)
     canonical = front_for(config, model)
+    ref_path, ref_label, ref_kind = reference_plan(config, model.path, fp32.path, canonical)
     config = dataclasses.replace(config, variant=effective_variant(config, canonical))
     shapes = canonical.input_shapes if canonical is not None else None
     inputs_path = write_inputs(model, config.inputs_seed, state_dir() / "inputs", shapes=shapes)
     feeds = ftns_module().read(str(inputs_path))
-    ref_path, ref_label, ref_kind = reference_plan(config, model.path, fp32.path, canonical)
     reference = reference_outputs(ref_path, dict(feeds))
     model_art = make_artifact("model", model.path, "models")
     inputs_art = make_artifact("inputs", inputs_path, "inputs", content_name=False)
