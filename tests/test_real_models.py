@@ -103,9 +103,9 @@ def test_models_check_names_the_stopping_node(tmp_path: Path, farm_home: Path) -
     assert report["macs"] > 0 and report["params"] > 0
     assert report["front_end"]["expand:Attention"] == 2
     # an op no route takes: every route says where it stops
-    node = helper.make_node("Frobnicate", ["x"], ["y"], name="frob", domain="my.ops")
+    node = helper.make_node("Frobnicate", ["input_ids"], ["y"], name="frob", domain="my.ops")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, 4])], [helper.make_tensor_value_info(
+        "input_ids", TensorProto.INT64, [1, 4])], [helper.make_tensor_value_info(
             "y", TensorProto.FLOAT, [1, 4])])
     bad = tmp_path / "bad.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
