@@ -130,3 +130,16 @@ def test_quiet_stdout_captures_c_level_writes(capfd: pytest.CaptureFixture[str])
         os.write(1, b"IR dump from C\n")  # what TVM's C++ importer does
     assert "IR dump from C" in got.text
     assert "IR dump" not in capfd.readouterr().out
+
+
+def test_int4_file_dequantised_for_tvm(corpus_dir: Path, tmp_path: Path) -> None:
+    from farm.bench.quant_rule import per_token_cosine
+
+    src = corpus_model("distilbert-opset14-fixed+q4@small", corpus_dir)
+    canon = canonicalize(src, None, tmp_path, dequantize=True)
+    ops = {n.op_type for n in onnx.load(str(canon.path)).graph.node}
+    assert "MatMulNBits" not in ops and canon.rewrites["dequantize:MatMulNBits"] == 12
+    feeds = make_inputs(src, 0, canon.input_shapes)
+    (a, *_), (b, *_) = run(src, feeds), run(canon.path, feeds)
+    # ORT's int4 (accuracy_level 4) quantises activations too: close, not equal
+    assert per_token_cosine(b, a).min() > 0.999

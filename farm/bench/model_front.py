@@ -63,10 +63,15 @@ def canonical_of(prepared: Prepared) -> Canonical | None:
     return prepared.extra.get("canonical")
 
 
-def build_path(prepared: Prepared) -> Path:
-    """The file TVM and custom build from: the canonical one for a user's file."""
+def build_path(prepared: Prepared, route: str = "custom") -> Path:
+    """The file TVM and custom build from: the canonical one for a user's file (for TVM with
+    an int4 file's MatMulNBits dequantised: TVM has no importer for it)."""
     c = canonical_of(prepared)
-    return c.path if c is not None else prepared.model.path
+    if c is None:
+        return prepared.model.path
+    if route == "tvm" and c.quantisation == "int4":
+        return canonicalize(c.source, spec_of(prepared.config), dequantize=True).path
+    return c.path
 
 
 def front_flags(prepared: Prepared, route: str) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def _plan_tvm(device: Device, prepared: Prepared, fused: bool) -> RoutePlan:
     from farm.build.tvm.builder import build_tvm
     from farm.build.tvm.runner_build import build_runner
 
-    art = build_tvm(build_path(prepared), device, fusion=fused)
+    art = build_tvm(build_path(prepared, "tvm"), device, fusion=fused)
     lib = make_artifact("tvm-lib", art.path, "artifacts", target=device.arch,
                         name=f"tvm-{art.key[:12]}.so")
     items = [lib]

@@ -58,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
         for route in routes:
             task = bar.add_task(route, total=1.0, stage="")
             path = canon.path if canon is not None and route != "ort" else model.path
+            if canon is not None and route == "tvm" and canon.quantisation == "int4":
+                path = canonicalize(model.path, make_spec(args.shapes, args.batch, args.seq),
+                                    dequantize=True).path
             results.append(build_route(
                 route, path, device, fusion=not args.no_fusion,
                 progress=lambda stage, frac, t=task: bar.update(t, completed=frac, stage=stage)))

@@ -94,9 +94,11 @@ def _symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
-def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec
+def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec, *,
+                    dequantize: bool = False
                     ) -> tuple[onnx.ModelProto, dict[str, list[int]], dict[str, int]]:
-    """The in-memory pipeline (steps 2-7); returns (model, bound shapes, rewrite counts)."""
+    """The in-memory pipeline (steps 2-7); returns (model, bound shapes, rewrite counts).
+    `dequantize`: MatMulNBits -> fp32 MatMul (the TVM route's form of an int4 file)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     bound = shapes.bind(m, spec)
@@ -113,6 +115,8 @@ def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec
     counts["gemm"] = rewrite.gemm_to_matmul(g)
     counts["where_mask"] = rewrite.where_mask_to_additive(g)
     counts["query_scale"] = rewrite.move_query_scale(g)
+    if dequantize:
+        counts["dequantize:MatMulNBits"] = rewrite.dequantize_nbits(g)
     g.commit()
     m = _onnxscript(m)
     try:
@@ -124,12 +128,13 @@ def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec
 
 
 def canonicalize(src: str | Path, spec: shapes.ShapeSpec | None = None,
-                 out_dir: Path | None = None) -> Canonical:
+                 out_dir: Path | None = None, *, dequantize: bool = False) -> Canonical:
     from farm.build.models.build import file_sha256
 
     src = Path(src)
     spec = spec or shapes.ShapeSpec()
-    key = hashlib.sha256(f"{file_sha256(src)}:{spec.key()}:{_code_hash()}".encode()).hexdigest()
+    key = hashlib.sha256(f"{file_sha256(src)}:{spec.key()}:{dequantize}:{_code_hash()}"
+                         .encode()).hexdigest()
     out = (out_dir or state_dir() / "models" / "canonical")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{src.stem}-canon-{key[:12]}.onnx"
@@ -143,7 +148,7 @@ def canonicalize(src: str | Path, spec: shapes.ShapeSpec | None = None,
     except Exception as exc:
         raise BuildError(f"{src}: cannot be read as ONNX: {exc}") from exc
     sym = shapes.symbolic_inputs(model)
-    canon, bound, counts = canonical_model(model, spec)
+    canon, bound, counts = canonical_model(model, spec, dequantize=dequantize)
     result = Canonical(path, src, bound, sym, shapes.symbolic_left(canon),
                        detect_quantisation(model), counts)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")

@@ -160,3 +160,39 @@ def move_query_scale(g: Graph) -> int:
               name=f"{scope}/scale_{scale.op_type}")
         done += 1
     return done
+
+
+def dequantize_nbits(g: Graph) -> int:
+    """`MatMulNBits` (4-bit, constant weights) -> `MatMul` with the dequantised fp32 weights
+    (+ `Add` of its bias), for TVM, whose ONNX importer has no MatMulNBits: TVM then runs
+    the int4 file's weights in fp32 (what ORT's accuracy_level 0 computes)."""
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "MatMulNBits"]:
+        blob, scales = g.const(n.input[1]), g.const(n.input[2])
+        zp = g.const(n.input[3]) if len(n.input) > 3 and n.input[3] else None
+        k, nn = int(attr(n, "K", 0)), int(attr(n, "N", 0))
+        bits, block = int(attr(n, "bits", 4)), int(attr(n, "block_size", 32))
+        if blob is None or scales is None or bits != 4 or (len(n.input) > 4 and n.input[4]):
+            continue
+        nb = (k + block - 1) // block
+        raw = blob.astype(np.uint8).reshape(nn, nb, block // 2)
+        q = np.empty((nn, nb, block), np.float32)
+        q[:, :, 0::2] = raw & 0x0F
+        q[:, :, 1::2] = raw >> 4
+        if zp is None:
+            zero = np.full((nn, nb, 1), 8.0, np.float32)
+        else:
+            z = zp.astype(np.uint8).reshape(nn, -1)
+            zero = np.stack([z & 0x0F, z >> 4], axis=2).reshape(nn, -1)[:, :nb, None]
+        w = ((q - zero) * scales.astype(np.float32).reshape(nn, nb, 1)).reshape(nn, -1)[:, :k]
+        bias = g.const(n.input[5]) if len(n.input) > 5 and n.input[5] else None
+        scope = n.name.rsplit("/", 1)[0] if "/" in n.name else n.name
+        g.kill(n)
+        out = n.output[0] if bias is None else g.fresh(f"{scope}/MatMul")
+        g.add("MatMul", [n.input[0], g.add_const(f"{scope}.weight.T",
+                                                 np.ascontiguousarray(w.T))], [out],
+              name=f"{scope}/MatMul")
+        if bias is not None:
+            g.add("Add", [out, n.input[5]], [n.output[0]], name=f"{scope}/Add")
+        done += 1
+    return done

@@ -141,7 +141,8 @@ def check_file(path: str | Path, spec: ShapeSpec | None = None) -> dict[str, Any
     report["bound_shapes"] = canon.input_shapes
     report["front_end"] = canon.rewrites
     report["macs"] = macs(onnx.load(str(canon.path)))
-    routes["tvm"] = _tvm(canon)
+    routes["tvm"] = _tvm(canonicalize(path, spec, dequantize=True)
+                         if canon.quantisation == "int4" else canon)
     routes["custom"] = _custom(canon)
     report["routes"] = routes
     return report
