@@ -143,3 +143,31 @@ def test_int4_file_dequantised_for_tvm(corpus_dir: Path, tmp_path: Path) -> None
     (a, *_), (b, *_) = run(src, feeds), run(canon.path, feeds)
     # ORT's int4 (accuracy_level 4) quantises activations too: close, not equal
     assert per_token_cosine(b, a).min() > 0.999
+
+
+def test_a_dim_left_symbolic_is_flagged_and_shown(tmp_path: Path) -> None:
+    """NonZero's output size depends on the data: no binding makes it static."""
+    import io
+
+    from rich.console import Console
+
+    from farm.views.live import BenchState, apply, render
+
+    node = helper.make_node("NonZero", ["input_ids"], ["idx"], name="nz")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "input_ids", TensorProto.INT64, ["batch", "sequence"])], [
+        helper.make_tensor_value_info("idx", TensorProto.INT64, None)])
+    src = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    canon = canonicalize(src, make_spec(seq=8), tmp_path)
+    assert canon.input_shapes == {"input_ids": [1, 8]}
+    assert canon.symbolic_left == ["idx"] and canon.flags()["symbolic_dims"] == ["idx"]
+    state = BenchState()
+    for event in ({"event": "run", "device": None, "run_id": "r", "devices": ["local"],
+                   "routes": ["tvm"]},
+                  {"event": "warning", "device": "local", "route": "tvm",
+                   "message": "tvm: 1 tensor(s) keep a symbolic dim (e.g. idx)"}):
+        apply(state, event)
+    console = Console(file=io.StringIO(), force_terminal=True, color_system=None, width=200)
+    console.print(render(state))
+    assert "warning: tvm: 1 tensor(s) keep a symbolic dim" in console.file.getvalue()

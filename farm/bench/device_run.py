@@ -136,6 +136,11 @@ class DeviceRun:
                 continue
             try:
                 self.plans[route] = plan_route(route, self.device, self.prepared)
+                left = self.plans[route].build_flags.get("symbolic_dims")
+                if left:  # never silently slow: TVM's fallback schedules on unknown dims
+                    self.emit("warning", route=route, message=(
+                        f"{route}: {len(left)} tensor(s) keep a symbolic dim (e.g. {left[0]});"
+                        " TVM uses slow generic schedules: bind them with --shape"))
             except BuildError as exc:
                 self.store_route(route, UNAVAILABLE, f"cannot build the {route} route for "
                                  f"{self.device.arch}: {exc}")
