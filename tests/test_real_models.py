@@ -138,3 +138,17 @@ def test_two_corpus_files_on_the_emulated_pixel7(lab: Any, tmp_path: Path) -> No
             r = recs[f"pixel7/{route}"]
             assert r["status"] == "ok", (model, route, r["status_detail"])
             assert r["arch"] == "aarch64"
+
+
+def test_bench_json_output_stays_json_through_tvm_import(tmp_path: Path, farm_home: Path) -> None:
+    """TVM's ONNX importer prints IR to fd 1; `--output json` must still be only JSON."""
+    done = farm_cli("bench", "--model", "corpus:bert-opset11-dynamic+ortopt@small", "--seq", "8",
+                    "--routes", "ort,tvm", "--runs", "3", "--min-time", "0", "--warmup", "0",
+                    "--warmup-time", "0", "--profile-runs", "0", "--pause", "0",
+                    "--store", str(tmp_path / "r.sqlite"), "--output", "json",
+                    env_home=farm_home)
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = json.loads(done.stdout)["records"]
+    assert {r["route"]: r["status"] for r in records} == {"ort": "ok", "tvm": "ok"}
+    tvm = next(r for r in records if r["route"] == "tvm")
+    assert tvm["build_flags"]["input_shapes"]["input_ids"] == [1, 8]
