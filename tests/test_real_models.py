@@ -152,3 +152,16 @@ def test_bench_json_output_stays_json_through_tvm_import(tmp_path: Path, farm_ho
     assert {r["route"]: r["status"] for r in records} == {"ort": "ok", "tvm": "ok"}
     tvm = next(r for r in records if r["route"] == "tvm")
     assert tvm["build_flags"]["input_shapes"]["input_ids"] == [1, 8]
+
+
+def test_pre_quantised_file_against_a_given_fp32_reference(tmp_path: Path) -> None:
+    from farm.build.models.corpus import corpus_model
+
+    fp32 = corpus_model("distilbert-opset14-fixed@small", tmp_path / "c")
+    recs = bench(tmp_path, "corpus:distilbert-opset14-fixed+qdynamic@small", ("ort", "custom"),
+                 reference=str(fp32))
+    for r in recs.values():
+        assert r["status"] == "ok", r["status_detail"]
+        assert r["variant"] == "int8-dynamic"
+        assert r["accuracy"]["rule"] == "quantized-vs-fp32"
+        assert fp32.name in r["accuracy"]["reference"] and r["accuracy"]["cosine"] > 0.99
