@@ -85,11 +85,23 @@ def _onnxscript(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _symbolic_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     """ORT's symbolic shape inference: unlike onnx's it knows the com.microsoft ops left in
-    the graph (MatMulNBits), so the Shape chains behind them fold too."""
+    the graph (MatMulNBits), so the Shape chains behind them fold too.
+
+    Its `infer_shapes` entry point saves `sym_shape_infer_temp.onnx` into the CURRENT
+    directory whenever a shape stays unknown; the same loop is run here without that save
+    (private API: any failure leaves the model as it was, onnxscript's inference still runs).
+    """
+    if not any(n.domain == graph.MS for n in model.graph.node):
+        return model  # onnx's own inference (inside onnxscript) knows every op
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
     try:
-        return SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+        ssi = SymbolicShapeInference(2**31 - 1, True, False, 0)
+        ssi._preprocess(model)
+        while ssi.run_:
+            ssi._infer_impl()
+        ssi._update_output_from_vi()
+        return ssi.out_mp_
     except Exception:
         return model
 
