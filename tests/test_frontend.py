@@ -23,7 +23,8 @@ from farm.errors import BuildError, UsageError
 # a spread of export patterns: opset 11/14/17, fixed/dynamic, and ORT's optimizer
 CANON = ["bert-opset14-dynamic", "bert-opset11-fixed", "distilbert-opset14-dynamic",
          "roberta-opset17-dynamic", "albert-opset14-fixed", "bert-opset14-dynamic+ortopt",
-         "distilbert-opset14-fixed+ortopt", "albert-opset17-dynamic+ortopt"]
+         "distilbert-opset14-fixed+ortopt", "albert-opset17-dynamic+ortopt",
+         "bert-opset18-dynamic", "distilbert-opset18-fixed"]
 NOT_CANONICAL = {"ReduceMean", "Pow", "Sqrt", "Constant", "Shape", "Concat", "Where", "Expand",
                  "Gemm", "Slice"}
 

@@ -51,6 +51,7 @@ def bench(tmp_path: Path, model: str, routes: tuple[str, ...] = ROUTES, devices:
     ("corpus:distilbert-opset11-fixed+ortopt@small", True),
     ("corpus:bert-opset14-dynamic+ortopt@small", False),  # pooler: Gather(axis 1) -> Tanh
     ("corpus:distilbert-opset14-fixed+q4@small", True),  # TVM: MatMulNBits dequantised
+    ("corpus:distilbert-opset18-dynamic@small", True),  # the dynamo pattern
 ])
 def test_corpus_through_all_routes_on_local(tmp_path: Path, model: str, custom_ok: bool) -> None:
     recs = bench(tmp_path, model, seq=24 if "dynamic" in model else None)

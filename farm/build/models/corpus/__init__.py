@@ -1,7 +1,7 @@
 """The corpus: encoders as users export them, generated (no network), selectable as
 `--model corpus:NAME`.
 
-NAME = ``{family}-opset{11|14|17}-{fixed|dynamic}[+ortopt][+qdynamic|+qdq|+q4][@small]``
+NAME = ``{family}-opset{11|14|17|18}-{fixed|dynamic}[+ortopt][+qdynamic|+qdq|+q4][@small]``
 - family: bert, distilbert, roberta, albert (torchscript.py says which exporter pattern);
 - ``+ortopt``: ORT's transformer optimizer run on it, the real tool
   (`onnxruntime.transformers.optimizer.optimize_model(model_type="bert", opt_level=0)`: its
@@ -31,7 +31,7 @@ PREFIX = "corpus:"
 _NAME = re.compile(r"^(?P<family>[a-z]+)-opset(?P<opset>\d+)-(?P<axes>fixed|dynamic)"
                    r"(?P<tools>(\+(ortopt|qdynamic|qdq|q4))*)(?P<size>@small|@bench)?$")
 QUANT_TOOLS = {"qdynamic": "int8-dynamic", "qdq": "int8-qdq", "q4": "int4"}
-OPSETS = (11, 14, 17)
+OPSETS = (11, 14, 17, 18)  # 18: the dynamo pattern (torchscript.py)
 
 
 def names(size: str = "@small") -> list[str]:
@@ -46,7 +46,7 @@ def names(size: str = "@small") -> list[str]:
 
 
 def _hint() -> str:
-    return ("use corpus:{bert|distilbert|roberta|albert}-opset{11|14|17}-{fixed|dynamic}"
+    return ("use corpus:{bert|distilbert|roberta|albert}-opset{11|14|17|18}-{fixed|dynamic}"
             "[+ortopt][+qdynamic|+qdq|+q4][@small]")
 
 

@@ -18,6 +18,12 @@ do_constant_folding=True, dynamic_axes={'input_ids': {0: 'batch', 1: 'sequence'}
   Where(., finfo.min, scores)`; FFN scope `/ffn/lin1`, `/ffn/lin2`.
 - **RoBERTa** (`RobertaModel`): position ids from the mask of non-padding tokens,
   `Not(Equal(ids, pad)) -> Cast(int32) -> CumSum -> Mul(mask) -> Cast(int64) -> Add(pad)`.
+- **opset 18, BERT/RoBERTa/ALBERT**: the dynamo exporter's (`torch.onnx.export(...,
+  dynamo=True)`, torch 2.5+, transformers' SDPA attention) pattern as read from torchlib, NOT
+  checked against a real dynamo export: `aten_scaled_dot_product_attention` multiplies Q and
+  Kᵀ (a Transpose [0,1,3,2] of the head layout) each by sqrt(1/sqrt(d)), and the mask of
+  `_prepare_4d_attention_mask_for_sdpa` is `Expand`ed to [B,1,S,S], inverted and
+  `Where(Cast(inverted, bool), finfo.min, inverted)`. Node names keep the TorchScript scopes.
 - **ALBERT** (`AlbertModel`): factorised embedding (size E, then
   `embedding_hidden_mapping_in` E->H), ONE layer's weights shared by every layer, and
   `gelu_new` (tanh chain `0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))`).
@@ -192,6 +198,13 @@ def _additive_mask(e: _Export) -> str:
     sc = "/"
     m = e.unsqueeze(sc, e.unsqueeze(sc, "attention_mask", [1]), [2])
     m = e.op("Cast", sc, [m], to=TensorProto.FLOAT)
+    if e.opset >= 18:  # _prepare_4d_attention_mask_for_sdpa: expand, invert, masked_fill
+        shape = e.op("Concat", sc, [e.dim(sc, "input_ids", 0), e.const(sc, np.array([1], np.int64)),
+                                    e.dim(sc, "input_ids", 1), e.dim(sc, "input_ids", 1)],
+                     axis=0)
+        inv = e.op("Sub", sc, [e.const(sc, 1.0), e.op("Expand", sc, [m, shape])])
+        cond = e.op("Cast", sc, [inv], to=TensorProto.BOOL)
+        return e.op("Where", sc, [cond, e.const(sc, np.array(F32_MIN, np.float32)), inv])
     return e.op("Mul", sc, [e.op("Sub", sc, [e.const(sc, 1.0), m]), e.const(sc, F32_MIN)])
 
 
@@ -214,9 +227,11 @@ def _layer(e: _Export, i: int, x: str, mask: str) -> str:
              perm=[0, 2, 3, 1])
     v = e.op("Transpose", att, [e.reshape(att, proj[names[2]], x, [d.heads, hd])],
              perm=[0, 2, 1, 3])
-    scale = e.const(att, np.array(math.sqrt(hd), np.float32))
+    def scale() -> str:
+        return e.const(att, np.array(math.sqrt(hd), np.float32))
+
     if fam == "distilbert":
-        scores = e.op("MatMul", att, [e.op("Div", att, [q, scale]), k])
+        scores = e.op("MatMul", att, [e.op("Div", att, [q, scale()]), k])
         zero = e.op("Equal", att, ["attention_mask", e.const(att, np.array(0, np.int64))])
         shape = e.op("Concat", att, [e.dim(att, x, 0), e.const(att, np.array([1, 1], np.int64)),
                                      e.dim(att, x, 1)], axis=0)
@@ -224,8 +239,15 @@ def _layer(e: _Export, i: int, x: str, mask: str) -> str:
                                       e.op("Shape", att, [scores])])
         scores = e.op("Where", att, [masked, e.const(att, np.array(F32_MIN, np.float32)),
                                      scores])
+    elif e.opset >= 18:  # torchlib's aten_scaled_dot_product_attention: sqrt(scale) both sides
+        kt = e.op("Transpose", att, [e.op("Transpose", att, [k], perm=[0, 1, 3, 2])],
+                  perm=[0, 1, 3, 2])  # k is [0,2,3,1] here: undo, then SDPA's own transpose
+        half = e.const(att, np.array(1.0 / math.sqrt(math.sqrt(hd)), np.float32))
+        scores = e.op("MatMul", att, [e.op("Mul", att, [q, half]), e.op("Mul", att, [kt, half])])
+        scores = e.op("Add", att, [scores, mask])
     else:
-        scores = e.op("Add", att, [e.op("Div", att, [e.op("MatMul", att, [q, k]), scale]), mask])
+        scores = e.op("Add", att, [e.op("Div", att, [e.op("MatMul", att, [q, k]), scale()]),
+                                   mask])
     probs = e.op("Softmax", att, [scores], axis=3 if e.opset < 13 else -1)
     ctx = e.op("Transpose", att, [e.op("MatMul", att, [probs, v])], perm=[0, 2, 1, 3])
     ctx = e.reshape(att, ctx, x, [d.hidden])

@@ -127,9 +127,12 @@ def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec, *,
     counts["gemm"] = rewrite.gemm_to_matmul(g)
     counts["where_mask"] = rewrite.where_mask_to_additive(g)
     counts["query_scale"] = rewrite.move_query_scale(g)
+    counts["transposes"] = rewrite.fuse_transposes(g)
+    counts["sdpa_mask"] = rewrite.sdpa_mask_to_additive(g)
     if dequantize:
         counts["dequantize:MatMulNBits"] = rewrite.dequantize_nbits(g)
     g.commit()
+    del m.graph.value_info[:]  # shapes inferred before the rewrites (e.g. a dropped Expand)
     m = _onnxscript(m)
     try:
         m = onnx.shape_inference.infer_shapes(m, data_prop=True)

@@ -9,7 +9,9 @@ onnxsim fuses these; see docs/real-models.md).
 - `gemm_to_matmul`: `Gemm(x, W, b, transB)` with constant W -> `MatMul(x, W') + Add(b)`.
 - `where_mask_to_additive`: `Where(Expand(Reshape(Equal(mask, 0))), c, scores)` -> `scores +
   (1 - Cast(mask)) * NEG` on the [B,1,1,S] mask (same softmax for 0/1 masks).
-- `move_query_scale`: `MatMul(Div(q, c) | Mul(q, c), k)` -> `Div|Mul(MatMul(q, k), c)`.
+- `move_query_scale`: `MatMul(Div|Mul(q, a), [Mul(k, b)])` -> `Mul(MatMul(q, k), a*b)`.
+- `fuse_transposes`, `sdpa_mask_to_additive`: the dynamo/SDPA pattern (Kᵀ as two
+  Transposes; the mask Expanded to [B,1,S,S] and applied by `Where(Cast(inv, bool))`).
 """
 
 from __future__ import annotations
@@ -145,19 +147,89 @@ def where_mask_to_additive(g: Graph) -> int:
 
 
 def move_query_scale(g: Graph) -> int:
+    """`MatMul(q * a | q / a, k [* b])` -> `MatMul(q, k) * (a*b)`: DistilBERT scales q, torch's
+    SDPA (dynamo export) scales q and Kᵀ by sqrt(scale) each."""
     done = 0
     for mm in [n for n in g.nodes if n.op_type == "MatMul"]:
-        scale = g.producer.get(mm.input[0])
-        if scale is None or scale.op_type not in ("Div", "Mul") or g.const(mm.input[1]) is not None:
-            continue
-        c = g.scalar(scale.input[1])
-        if c is None or len(g.users(scale.output[0])) != 1:
+        if g.const(mm.input[1]) is not None:
+            continue  # a projection, not Q·Kᵀ
+        factor, ins, dead = 1.0, list(mm.input), []
+        for side in (0, 1):
+            node = g.producer.get(ins[side])
+            if node is None or node.op_type not in ("Div", "Mul") or id(node) in g.dead:
+                continue
+            c = g.scalar(node.input[1])
+            if c is None or c == 0 or len(g.users(node.output[0])) != 1:
+                continue
+            if node.op_type == "Mul" and side == 0 and g.const(node.input[0]) is not None:
+                continue
+            factor *= c if node.op_type == "Mul" else 1.0 / c
+            ins[side] = node.input[0]
+            dead.append(node)
+        if not dead:
             continue
         scope = mm.name.rsplit("/", 1)[0]
-        g.kill(mm, scale)
-        raw = g.add("MatMul", [scale.input[0], mm.input[1]], name=mm.name).output[0]
-        g.add(scale.op_type, [raw, scale.input[1]], [mm.output[0]],
-              name=f"{scope}/scale_{scale.op_type}")
+        g.kill(mm, *dead)
+        raw = g.add("MatMul", ins, name=mm.name).output[0]
+        g.add("Mul", [raw, g.add_const(f"{scope}.scale", np.array(factor, np.float32))],
+              [mm.output[0]], name=f"{scope}/scale_Mul")
+        done += 1
+    return done
+
+
+def fuse_transposes(g: Graph) -> int:
+    """`Transpose(Transpose(x, p1), p2)` -> `Transpose(x, p1[p2])` (SDPA's Kᵀ of the heads)."""
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "Transpose"]:
+        inner = g.src(n.input[0], "Transpose")
+        p1, p2 = attr(inner, "perm") if inner is not None else None, attr(n, "perm")
+        if inner is None or p1 is None or p2 is None or len(g.users(inner.output[0])) != 1:
+            continue
+        g.kill(n, inner)
+        g.add("Transpose", [inner.input[0]], [n.output[0]], name=n.name,
+              perm=[int(p1[i]) for i in p2])
+        done += 1
+    return done
+
+
+_MASK_PATH = {"Sub", "Mul", "Add", "Div", "Cast", "Where", "Not", "Expand"}
+
+
+def _reaches_scores_only(g: Graph, name: str, seen: set[str]) -> bool:
+    """Every path from `name` goes through elementwise mask ops into Add(scores, .)."""
+    if name in seen:  # reached again through another path: already being checked
+        return True
+    users = g.users(name)
+    if not users or g.is_output(name):
+        return False
+    seen.add(name)
+    for u in users:
+        if u.op_type == "Add":
+            other = g.producer.get(g.other(u, name))
+            if other is not None and other.op_type in ("MatMul", "Mul", "Div"):
+                continue
+        if u.op_type not in _MASK_PATH or not _reaches_scores_only(g, u.output[0], seen):
+            return False
+    return True
+
+
+def sdpa_mask_to_additive(g: Graph) -> int:
+    """transformers' SDPA mask: `Expand` (to [B,1,S,S]; the Add with the scores broadcasts
+    anyway) dropped, and `Where(Cast(inv, bool), c, inv)` of a 0/1 `inv` -> `inv * NEG`."""
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "Expand"]:
+        if _reaches_scores_only(g, n.output[0], set()):
+            g.kill(n)
+            g.add("Identity", [n.input[0]], [n.output[0]], name=n.name)
+            done += 1
+    for w in [n for n in g.nodes if n.op_type == "Where"]:
+        cast = g.src(w.input[0], "Cast")
+        v = g.scalar(w.input[1])
+        if cast is None or v is None or v > -1e4 or cast.input[0] != w.input[2]:
+            continue
+        g.kill(w)
+        g.add("Mul", [w.input[2], g.add_const("mask_neg", np.array(MASK_NEG, np.float32))],
+              [w.output[0]], name=w.name.rsplit("/", 1)[0] + "/mask_Mul")
         done += 1
     return done
 
