@@ -119,6 +119,18 @@ SCOPE_HINTS: tuple[tuple[str, str], ...] = (
     ("/value/", "fc"),
     ("/dense/", "fc"),
     ("/attention/self/", "attention"),
+    # DistilBERT / ALBERT module names (torch.onnx export scopes)
+    ("/sa_layer_norm/", "layernorm"),
+    ("/output_layer_norm/", "layernorm"),
+    ("/ffn/activation/", "gelu"),
+    ("/q_lin/", "fc"),
+    ("/k_lin/", "fc"),
+    ("/v_lin/", "fc"),
+    ("/out_lin/", "fc"),
+    ("/ffn/lin1/", "fc"),
+    ("/ffn/lin2/", "fc"),
+    ("/embedding_hidden_mapping_in/", "fc"),
+    ("/transformer/layer.", "attention"),  # what is left of a DistilBERT layer: its attention
 )
 
 TVM_SUBSTRINGS: tuple[tuple[str, str], ...] = (
@@ -127,7 +139,14 @@ TVM_SUBSTRINGS: tuple[tuple[str, str], ...] = (
     ("rms_norm", "layernorm"),
     ("gelu", "gelu"),
     ("erf", "gelu"),
-    ("tanh", "gelu"),
+    ("tanh", "gelu"),  # tanh GELU (gelu_new, FastGelu expanded); before `power` below
+    # a LayerNorm TVM imported decomposed (opset < 17 without the front-end, or unfused):
+    # mean / subtract / power / mean / add / sqrt / divide / multiply / add kernels
+    ("variance", "layernorm"),
+    ("rsqrt", "layernorm"),
+    ("sqrt", "layernorm"),
+    ("mean", "layernorm"),
+    ("power", "layernorm"),
     ("relu", "gelu"),  # MobileBERT's activation, when not fused into its GEMM
 )
 TVM_MATMUL_MARKERS = ("matmul", "dense", "gemm")

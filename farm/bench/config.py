@@ -91,6 +91,12 @@ class BenchConfig:
     # a device silent this long is lost (host side); an agent that hears nothing from the
     # host this long kills its runner and exits (device side, after a cut link)
     link_timeout_s: float = 30.0
+    # model front-end (farm/build/models/frontend): `--shape NAME=D0,..` pairs, `--batch`,
+    # `--seq`, and `--reference FILE.onnx` (fp32 model a pre-quantised file is judged against)
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    batch: int | None = None
+    seq: int | None = None
+    reference: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [r for r in self.routes if r not in KNOWN_ROUTES]
@@ -120,6 +126,7 @@ class BenchConfig:
         data = dict(meta)
         data["routes"] = tuple(data["routes"])
         data["policy"] = Policy(**data["policy"])
+        data["shapes"] = tuple((str(n), tuple(d)) for n, d in data.get("shapes") or ())
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 

@@ -13,9 +13,10 @@ transport, or TVM RPC for a `tvm-rpc` device) does the device's side, a `Recorde
 BuildError makes it `unavailable`); the backend starts (deploy + agent) and names keys the
 device cannot run; then the repeats run in `interleaved_order` (seeded), with `pause_s`
 between them, device state read before and after each. After a key's last repeat its
-outputs are judged against the fp32 reference and the keys finished before it: a mismatch
-makes the record `invalid`, whatever its timings. A RouteError fails that key only; a lost
-device (FarmError) fails the device: remaining keys get `failed` records naming it.
+outputs are judged against the reference (a mismatch makes the record `invalid`, whatever
+its timings) and, for information only, against the keys finished before it. A RouteError
+fails that key only; a lost device (FarmError) fails the device: remaining keys get
+`failed` records naming it.
 """
 
 from __future__ import annotations
@@ -159,6 +160,11 @@ class DeviceRun:
         for route in self._left():
             try:
                 self.plans[route] = backend.plan(route)
+                left = self.plans[route].build_flags.get("symbolic_dims")
+                if left:  # never silently slow: TVM's fallback schedules on unknown dims
+                    self.emit("warning", route=route, message=(
+                        f"{route}: {len(left)} tensor(s) keep a symbolic dim (e.g. {left[0]});"
+                        " TVM uses slow generic schedules: bind them with --shape"))
             except BuildError as exc:
                 self._unavailable({route: f"cannot build the {route} route for "
                                           f"{self.device.arch}: {exc}"})

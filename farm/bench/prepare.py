@@ -10,6 +10,7 @@ exactly what the planned routes run (`farm.deploy.selection.ship_list`), the inp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,15 @@ from typing import Any
 import numpy as np
 
 from farm.bench.config import BenchConfig
-from farm.build.models import ModelInfo, ftns_module, resolve_model, write_inputs
+from farm.bench.model_front import effective_variant, front_for, reference_plan
+from farm.build.models import (
+    PRESETS,
+    ModelInfo,
+    build_model,
+    ftns_module,
+    resolve_model,
+    write_inputs,
+)
 from farm.build.registry import Artifact, make_artifact
 from farm.deploy.selection import ship_list
 from farm.errors import BuildError
@@ -58,17 +67,29 @@ def reference_outputs(model_path: Path, feeds: dict[str, np.ndarray]) -> dict[st
     return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
 
 
+def _resolve(config: BenchConfig, variant: str, out: Path) -> ModelInfo:
+    """A preset at `--seq` is its own build (the presets are fixed-shape encoders)."""
+    if config.seq is not None and config.model in PRESETS:
+        cfg = dataclasses.replace(PRESETS[config.model], seq=config.seq)
+        return build_model(cfg, variant, out, name=f"{config.model}-s{config.seq}")
+    return resolve_model(config.model, variant, out)
+
+
 def prepare(config: BenchConfig, cache_dir: Path | None = None) -> Prepared:
     out = cache_dir or state_dir() / "models"
-    model = resolve_model(config.model, config.variant, out)
-    fp32 = model if config.variant == "fp32" else resolve_model(config.model, "fp32", out)
-    inputs_path = write_inputs(model, config.inputs_seed, state_dir() / "inputs")
+    model = _resolve(config, config.variant, out)
+    fp32 = model if config.variant == "fp32" else _resolve(config, "fp32", out)
+    canonical = front_for(config, model)
+    ref_path, ref_label, ref_kind = reference_plan(config, model.path, fp32.path, canonical)
+    config = dataclasses.replace(config, variant=effective_variant(config, canonical))
+    shapes = canonical.input_shapes if canonical is not None else None
+    inputs_path = write_inputs(model, config.inputs_seed, state_dir() / "inputs", shapes=shapes)
     feeds = ftns_module().read(str(inputs_path))
-    reference = reference_outputs(fp32.path, dict(feeds))
+    reference = reference_outputs(ref_path, dict(feeds))
     model_art = make_artifact("model", model.path, "models")
     inputs_art = make_artifact("inputs", inputs_path, "inputs", content_name=False)
-    return Prepared(config, model, model_art, inputs_art, reference,
-                    f"onnxruntime fp32 on the host ({fp32.name})")
+    return Prepared(config, model, model_art, inputs_art, reference, ref_label,
+                    extra={"canonical": canonical, "reference_kind": ref_kind})
 
 
 def device_bundle(device: Device, prepared: Prepared,

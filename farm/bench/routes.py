@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 
 from farm.bench.config import base_route, is_unfused
+from farm.bench.model_front import build_path, front_flags
 from farm.bench.prepare import Prepared
 from farm.build.routes import PlanInput, RoutePlan, route
 from farm.build.routes.tvm import original_build_s, tvm_facts, weight_bytes
@@ -28,9 +29,15 @@ BUILD_LOCK = threading.Lock()
 
 def plan_route(route_key: str, device: Device, prepared: Prepared) -> RoutePlan:
     """Plan a route key (`ort`, `tvm-unfused`, …; see `farm.bench.config`)."""
-    spec = route(base_route(route_key))
-    given = PlanInput(prepared.model.path, prepared.model_artifact, prepared.extra)
-    if not spec.serial_build:
-        return spec.plan(device, given, not is_unfused(route_key))
-    with BUILD_LOCK:
-        return spec.plan(device, given, not is_unfused(route_key))
+    name = base_route(route_key)
+    spec = route(name)
+    # TVM and custom build the front-end's canonical file of a user's model (ORT runs the
+    # user's own file); the presets are canonical already
+    given = PlanInput(build_path(prepared, name), prepared.model_artifact, prepared.extra)
+    if spec.serial_build:
+        with BUILD_LOCK:
+            plan = spec.plan(device, given, not is_unfused(route_key))
+    else:
+        plan = spec.plan(device, given, not is_unfused(route_key))
+    plan.build_flags.update(front_flags(prepared, name))  # bound shapes, symbolic dims
+    return plan

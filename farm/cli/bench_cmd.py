@@ -21,6 +21,7 @@ from rich.text import Text
 from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
 from farm.cli.drive import add_events_option, drive
 from farm.cli.results_cmd import add_columns_option
+from farm.cli.shape_opts import add_shape_options, shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
 
@@ -64,6 +65,7 @@ def add_target_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="every device of the inventory")
     p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
     p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
+    add_shape_options(p, reference=True)
 
 
 def add_policy_options(p: argparse.ArgumentParser) -> None:
@@ -93,7 +95,7 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
                        route_timeout_s=args.route_timeout, lock_wait_s=args.lock_wait,
-                       link_timeout_s=args.link_timeout)
+                       link_timeout_s=args.link_timeout, **shape_kwargs(args))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from farm.build.routes_build import BuiltRoute, build_route, device_for_target
+from farm.cli.shape_opts import add_shape_options
 from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
 from farm.views.steps import timed_step
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--routes", default="tvm,custom", help="comma list of ort,tvm,custom")
     p.add_argument("--no-fusion", action="store_true",
                    help="TVM without FuseOps/FuseTIR (the fusion experiment's baseline)")
+    add_shape_options(p)
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.set_defaults(func=run)
 
@@ -38,20 +40,36 @@ def run(args: argparse.Namespace) -> int:
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
     if not routes:
         raise UsageError("--routes is empty", hint="e.g. --routes tvm,custom")
+    from farm.build.models.frontend import canonicalize, make_spec
+
     model = resolve_model(args.model, args.variant)
+    # a user's file: TVM and custom build the front-end's canonical file (bound shapes)
+    canon = (canonicalize(model.path, make_spec(args.shapes, args.batch, args.seq))
+             if model.preset is None else None)
     console = Console(stderr=True)
+    if canon is not None and canon.symbolic_left:
+        console.print(f"[yellow]farm: warning: {len(canon.symbolic_left)} tensor(s) keep a "
+                      f"symbolic dim after binding {canon.input_shapes} (e.g. "
+                      f"{canon.symbolic_left[0]}): TVM falls back to slow generic schedules; "
+                      "bind them with --shape[/]")
     results: list[BuiltRoute] = []
     with Progress(TextColumn("{task.description:<8}"), BarColumn(),
                   TextColumn("{task.fields[stage]}"), TimeElapsedColumn(), console=console,
                   disable=not console.is_terminal) as bar:
         for route in routes:
             task = bar.add_task(route, total=1.0, stage="")
+            path = canon.path if canon is not None and route != "ort" else model.path
+            if canon is not None and route == "tvm" and canon.quantisation == "int4":
+                path = canonicalize(model.path, make_spec(args.shapes, args.batch, args.seq),
+                                    dequantize=True).path
             with timed_step(console, f"farm: build {route} for {device.name}"):
                 results.append(build_route(
-                    route, model.path, device, fusion=not args.no_fusion,
+                    route, path, device, fusion=not args.no_fusion,
                     progress=lambda stage, frac, t=task: bar.update(t, completed=frac,
                                                                     stage=stage)))
             bar.update(task, completed=1.0)
+            if canon is not None and route != "ort":
+                results[-1].facts.update(canon.flags())
     if args.output == "json":
         print(json.dumps([vars(r) for r in results], indent=2, default=str))
     else:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from farm.build.models import PRESETS, VARIANTS
 from farm.build.models.config import preset
+from farm.cli.shape_opts import add_shape_options
 from farm.errors import UsageError
 from farm.paths import state_dir
 
@@ -29,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--seq", type=int, help="override the preset's sequence length")
     build.add_argument("--output", choices=["table", "json"], default="table")
     build.set_defaults(func=run_build)
+    check = actions.add_parser("check", help="what a model file is and which routes take it")
+    check.add_argument("file", metavar="FILE.onnx")
+    add_shape_options(check)
+    check.add_argument("--output", choices=["table", "json"], default="table")
+    check.set_defaults(func=run_check)
     parser.set_defaults(func=run_list, output="table")
 
 
@@ -69,6 +75,45 @@ def run_list(args: argparse.Namespace) -> int:
             cache.add_row(p.name, _mb(p.stat().st_size))
         console.print(cache)
     return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Exit 0 when every route takes the file, 3 when some do, 1 when none does."""
+    from pathlib import Path
+
+    from farm.build.models.frontend import make_spec
+    from farm.build.models.frontend.verdict import check_file
+
+    if not Path(args.file).is_file():
+        raise UsageError(f"model file {args.file} does not exist",
+                         hint="give the path of an .onnx file")
+    report = check_file(args.file, make_spec(args.shapes, args.batch, args.seq))
+    oks = [v["ok"] for v in report["routes"].values()]
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        console = Console()
+        console.print(f"{report['file']}: {report['quantisation']}, "
+                      f"{report['params'] / 1e6:.2f} M params, "
+                      + (f"{report['macs'] / 1e9:.3f} GMACs" if report.get("macs") else
+                         "MACs unknown") + f", bound shapes {report.get('bound_shapes')}",
+                      markup=False, highlight=False)
+        io = Table(title="inputs and outputs")
+        for col in ("kind", "name", "dtype", "shape"):
+            io.add_column(col)
+        for kind in ("inputs", "outputs"):
+            for t in report[kind]:
+                io.add_row(kind[:-1], t["name"], t["dtype"], str(t["shape"]))
+        console.print(io)
+        routes = Table(title="routes")
+        for col in ("route", "builds", "stopped at", "why"):
+            routes.add_column(col)
+        for name, v in report["routes"].items():
+            where = f"{v.get('node')} ({v.get('op')})" if v.get("node") else ""
+            routes.add_row(name, "yes" if v["ok"] else "NO", where,
+                           v.get("warning") or v["reason"])
+        console.print(routes)
+    return 0 if all(oks) else (3 if any(oks) else 1)
 
 
 def run_build(args: argparse.Namespace) -> int:

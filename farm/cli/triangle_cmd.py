@@ -25,6 +25,7 @@ from farm.bench.runner import Bench
 from farm.cli.bench_cmd import add_policy_options, add_target_options, policy_from
 from farm.cli.drive import add_events_option, drive
 from farm.cli.report_cmd import add_report_options, render
+from farm.cli.shape_opts import shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
 from farm.results.store import ResultStore
@@ -51,7 +52,8 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     policy = policy_from(args)
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
-                       seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs)
+                       seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
+                       **shape_kwargs(args))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from farm.build.models import VARIANTS
 from farm.build.tvm.tune import DEFAULT_OPS, tune_tvm
+from farm.cli.shape_opts import add_shape_options
 from farm.inventory import load_inventory
 from farm.views.steps import timed_step
 
@@ -31,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--ops", default=",".join(DEFAULT_OPS),
                         help="only kernels whose name contains one of these (comma list; "
                              "'all' for every kernel; default: %(default)s)")
+    add_shape_options(parser)
     parser.add_argument("--output", choices=["text", "json"], default="text")
     parser.set_defaults(func=run)
 
@@ -38,8 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     device = load_inventory(args.inventory).get(args.device)
     from farm.build.models import resolve_model
+    from farm.build.models.frontend import canonicalize, make_spec
 
     model = resolve_model(args.model, args.variant)
+    # tune what `farm build`/bench compile: the canonical file of a user's model
+    path = (canonicalize(model.path, make_spec(args.shapes, args.batch, args.seq)).path
+            if model.preset is None else model.path)
     ops = None if args.ops == "all" else tuple(o for o in args.ops.split(",") if o)
     err = Console(stderr=True)
     with Progress(TextColumn(f"tuning {model.name} for {device.name}"), BarColumn(),
@@ -48,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                   console=err) as bar, \
             timed_step(err, f"farm: tune {model.name} for {device.name}"):
         task = bar.add_task("tune", total=args.trials)
-        result = tune_tvm(model.path, device, trials=args.trials,
+        result = tune_tvm(path, device, trials=args.trials,
                           time_budget_s=args.time_budget, ops=ops,
                           progress=lambda done, total: bar.update(task, completed=done,
                                                                   total=max(total, done)))

@@ -47,6 +47,7 @@ class DeviceView:
     status: str | None = None
     detail: str = ""
     emulated: bool = False
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,6 +90,8 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
         dev.temp_c = event.get("temp_c", dev.temp_c)
     elif kind == "stage":
         dev.stage = event["stage"]
+    elif kind == "warning":  # e.g. a TVM build left with a symbolic dim (slow, not wrong)
+        dev.warnings.append(str(event.get("message", "")))
     elif kind == "samples":
         dev.stage = "measuring"
         dev.n, dev.progress = event["n"], event.get("progress", dev.progress)
@@ -137,6 +140,8 @@ def render(state: BenchState) -> Table:
             if drift:  # frequency/temperature moved during the route: see the record
                 finished.append(f" drift×{drift}", style="yellow")
             finished.append("  ")
+        for warning in dev.warnings:
+            finished.append(f"warning: {warning[:120]}  ", style="yellow")
         if dev.detail and dev.status not in (None, "ok"):
             finished.append(dev.detail[:120], style="red")
         table.add_row(device_label(name, dev.emulated), phase, route,

@@ -6,9 +6,10 @@
   `<name>-<variant>-<key12>.onnx`, key = sha256 of everything that determines the bytes
   (generator version, config, variant, onnxruntime version for quantized variants); a hit
   costs one hash of the file.
-- `resolve_model(spec, variant="fp32", out_dir=None) -> ModelInfo`: a preset name, or a path
-  to any `.onnx` file (checked by check.py; a quantized variant of a file is made and cached
-  keyed by the file's sha256).
+- `resolve_model(spec, variant="fp32", out_dir=None) -> ModelInfo`: a preset name,
+  `corpus:NAME` (farm/build/models/corpus, generated and cached), or a path to any `.onnx`
+  file (checked by check.py; a quantized variant of a file is made and cached keyed by the
+  file's sha256).
 `ModelInfo.sha256` is the sha256 of the model file's bytes (what deploy names it by).
 """
 
@@ -140,6 +141,10 @@ def resolve_model(spec: str | Path, variant: str = "fp32",
     check_variant(variant)
     if isinstance(spec, str) and spec in PRESETS:
         return build_model(spec, variant, out_dir)
+    if isinstance(spec, str) and spec.startswith("corpus:"):
+        from farm.build.models.corpus import corpus_model
+
+        spec = corpus_model(spec.removeprefix("corpus:"), _default_dir(out_dir) / "corpus")
     path = Path(spec)
     if not path.exists() and path.suffix != ".onnx":
         raise BuildError(

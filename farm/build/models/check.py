@@ -4,7 +4,9 @@
 loaded) raises BuildError for: a missing file, a file that is not ONNX protobuf, a truncated
 file (protobuf parse error, or nodes whose inputs are no longer defined anywhere), a graph
 without inputs or outputs, inputs of a dtype FTNS cannot carry, an onnx checker failure, and
-(optionally) a model onnxruntime refuses to load (unknown op, bad opset).
+(optionally) a model onnxruntime refuses to load (unknown op, bad opset). A file the ONNX
+checker refuses but onnxruntime loads (contrib-domain ops) is accepted: ORT runs it and the
+front-end canonicalises it for the other routes.
 """
 
 from __future__ import annotations
@@ -111,8 +113,18 @@ def check_model_file(path: Path, *, load_in_ort: bool = True) -> onnx.ModelProto
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
+        # ORT is the authority on what runs: its transformer optimizer writes files the
+        # checker refuses (e.g. LayerNormalization at opset 14, com.microsoft ops)
         first = str(exc).strip().splitlines()[0]
-        raise BuildError(f"{path}: the ONNX checker rejects it: {first}", hint=_HINT) from exc
+        if not load_in_ort:
+            raise BuildError(f"{path}: the ONNX checker rejects it: {first}",
+                             hint=_HINT) from exc
+        try:
+            _check_ort(path)
+        except BuildError as ort_exc:
+            raise BuildError(f"{path}: no route can load it: the ONNX checker rejects it "
+                             f"({first}) and {ort_exc.message}", hint=_HINT) from exc
+        return model
     if load_in_ort:
         _check_ort(path)
     return model

@@ -79,14 +79,16 @@ def _load_graph(model: ModelInfo | str | Path) -> onnx.ModelProto:
 MAX_INPUT_BYTES = 1 << 30
 
 
-def make_inputs(model: ModelInfo | str | Path, seed: int = 0) -> dict[str, np.ndarray]:
+def make_inputs(model: ModelInfo | str | Path, seed: int = 0,
+                shapes: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
+    """`shapes`: dims per input name bound by the front-end (override the rule above)."""
     proto = _load_graph(model)
     seq = _seq_from_model(proto)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for vi in graph_inputs(proto):
         dtype = np.dtype(FTNS_TYPES.get(vi.type.tensor_type.elem_type, "float32"))
-        shape = _shape(vi, seq)
+        shape = tuple(shapes[vi.name]) if shapes and vi.name in shapes else _shape(vi, seq)
         nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
         if nbytes > MAX_INPUT_BYTES:
             raise BuildError(
@@ -114,9 +116,10 @@ def make_inputs(model: ModelInfo | str | Path, seed: int = 0) -> dict[str, np.nd
     return feeds
 
 
-def write_inputs(model: ModelInfo | str | Path, seed: int, out_dir: Path) -> Path:
-    """Write `make_inputs(model, seed)` as FTNS to out_dir/<sha12>.ftns; returns the path."""
-    data = ftns_module().dumps(make_inputs(model, seed))
+def write_inputs(model: ModelInfo | str | Path, seed: int, out_dir: Path,
+                 shapes: dict[str, list[int]] | None = None) -> Path:
+    """Write `make_inputs(model, seed, shapes)` as FTNS to out_dir/<sha12>.ftns."""
+    data = ftns_module().dumps(make_inputs(model, seed, shapes))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{hashlib.sha256(data).hexdigest()[:12]}.ftns"
     if not path.exists():

@@ -30,8 +30,9 @@ Accuracy against fp32 (last_hidden_state, inputs seed 0, onnxruntime 1.32; outpu
 (mobilebert: the real MobileBERT graph, corpus/mobilebert.py, outputs std 0.61; the rows
 before it were measured on the BERT-shaped approximation that preset used to be, where int4
 reached max 1.41 / cosine 0.90.) Random Gaussian weights quantize worse than trained ones
-at 4 bits, and without normalisation the error stays in MobileBERT's residual stream. A handful of elements carry the max error, so
-an element-wise atol is the wrong check for quantized variants: compare mean error or cosine.
+at 4 bits, and without normalisation the error stays in MobileBERT's residual stream. A
+handful of elements carry the max error, so an element-wise atol is the wrong check for
+quantized variants: compare mean error or cosine.
 """
 
 from __future__ import annotations

@@ -67,8 +67,13 @@ def import_onnx(model_path: Path) -> Any:
     import onnx
     _tvm()
     from tvm.relax.frontend.onnx import from_onnx
+
+    from farm.build.models.frontend.capture import quiet_stdout
+
     try:
-        return from_onnx(onnx.load(str(model_path)), keep_params_in_input=False)
+        # the importer prints IR to fd 1: keep `--output json` pure
+        with quiet_stdout():
+            return from_onnx(onnx.load(str(model_path)), keep_params_in_input=False)
     except Exception as exc:
         raise BuildError(f"TVM could not import {model_path}: {exc}".splitlines()[0],
                          hint="check the model with `farm models check`; TVM takes fp32, "

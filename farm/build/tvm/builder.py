@@ -80,14 +80,18 @@ def kernel_category(name: str, has_weight: bool) -> str:
 
 def check_operators(model: onnx.ModelProto, model_path: Path) -> None:
     # MatMulNBits is rewritten before import (nbits.py)
-    missing = sorted({n.op_type for n in model.graph.node} - api.supported_onnx_ops()
-                     - {nbits.OP})
-    if missing:
+    supported = api.supported_onnx_ops() | {nbits.OP}
+    first: dict[str, str] = {}
+    for n in model.graph.node:
+        if n.op_type not in supported:
+            first.setdefault(n.op_type, n.name)
+    if first:
+        named = ", ".join(f"node {name!r} ({op})" for op, name in sorted(first.items()))
         raise BuildError(
             f"{model_path.name}: TVM {api.tvm_version()}'s ONNX frontend does not support "
-            f"operator(s) {', '.join(missing)}; the TVM route cannot build this model",
-            hint=f"build one of the variants TVM takes ({TVM_VARIANTS}); the other routes "
-                 "still run this one")
+            f"{named}; the TVM route cannot build this model",
+            hint=f"`farm models check {model_path}` shows what each route takes; TVM takes "
+                 f"the {TVM_VARIANTS} variants; the other routes still run this one")
 
 
 def _sha256(path: Path) -> str:

@@ -1,0 +1,113 @@
+"""Corpus models at bench size through every route on `local`: route x file, with status,
+median, VmHWM and agreement with the reference.
+
+    python benchmarks/real_exports.py [--families bert,distilbert] [--exports opset14-dynamic,...]
+        [--tools none,ortopt,qdynamic] [--small] [--min-time 2] [--json OUT]
+
+Files: `corpus:{family}-{export}{+tool}` (farm/build/models/corpus; bench size = 6 layers,
+hidden 384, 12 heads, seq 128, vocab 30522, random weights). One `run_bench` per file on
+`local` at 1 thread with routes ort, tvm, custom (untuned TVM). Printed per file and route:
+status, median ms, VmHWM MiB, and the accuracy rule's verdict against the reference (ORT on
+the fp32 file, or on the same pre-quantised file); then the targets of issue #11 it can
+check: TVM dynamic / fixed axes median <= 1.2, custom <= min(ORT, TVM).
+Timings are one run on whatever the machine is doing: say how loaded it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from farm.bench.config import BenchConfig, Policy
+from farm.bench.runner import run_bench
+from farm.inventory.builtin import local_device
+from farm.results.store import ResultStore
+
+ROUTES = ("ort", "tvm", "custom")
+
+
+def run_file(model: str, work: Path, policy: Policy) -> dict[str, dict[str, Any]]:
+    dev = dataclasses.replace(local_device(), workdir=str(work / "wd"))
+    config = BenchConfig(model=model, routes=ROUTES, policy=policy, pause_s=0.5,
+                         profile_runs=0, threads=1)
+    with ResultStore(work / "r.sqlite") as store:
+        result = run_bench([dev], config, store, "real_exports")
+        recs = store.records(result.run_id)
+    out = {}
+    for r in recs:
+        acc = r.get("accuracy") or {}
+        out[r["route"]] = {"status": r["status"], "median_ms": r["median_ms"],
+                           "vmhwm_mib": (r["peak_vmhwm_kb"] or 0) / 1024,
+                           "agreement": acc.get("detail"), "variant": r["variant"],
+                           "detail": r["status_detail"]}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--families", default="bert,distilbert,roberta,albert")
+    ap.add_argument("--exports", default="opset14-fixed,opset14-dynamic,opset11-dynamic,"
+                                         "opset17-dynamic")
+    ap.add_argument("--tools", default="none,ortopt,qdynamic,qdq,q4")
+    ap.add_argument("--small", action="store_true", help="test dims instead of bench size")
+    ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--json", metavar="OUT")
+    args = ap.parse_args()
+    policy = Policy(warmup_runs=3, warmup_min_s=0.3, min_runs=10, min_time_s=args.min_time,
+                    max_time_s=max(10.0, 4 * args.min_time))
+    suffix = "@small" if args.small else ""
+    rows: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="real-exports-") as tmp:
+        os.environ.setdefault("FARM_HOME", str(Path(tmp) / "home"))
+        for fam in args.families.split(","):
+            for export in args.exports.split(","):
+                for tool in args.tools.split(","):
+                    name = f"{fam}-{export}{'' if tool == 'none' else '+' + tool}{suffix}"
+                    work = Path(tmp) / name.replace("+", "_")
+                    work.mkdir(parents=True)
+                    try:
+                        rows[name] = run_file(f"corpus:{name}", work, policy)
+                    except Exception as exc:
+                        rows[name] = {"error": {"status": "error", "detail": str(exc)[:200]}}
+                    for route, r in rows[name].items():
+                        med = f"{r['median_ms']:.2f}" if r.get("median_ms") else "-"
+                        print(f"{name:44s} {route:7s} {r['status']:12s} {med:>9s} ms "
+                              f"{r.get('vmhwm_mib', 0):7.1f} MiB  "
+                              f"{(r.get('agreement') or r.get('detail') or '')[:90]}",
+                              flush=True)
+    _targets(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _med(rows: dict[str, dict[str, Any]], name: str, route: str) -> float | None:
+    r = rows.get(name, {}).get(route) or {}
+    return r.get("median_ms") if r.get("status") == "ok" else None
+
+
+def _targets(rows: dict[str, dict[str, Any]]) -> None:
+    print("\ntargets:")
+    for name in rows:
+        if "-dynamic" in name:
+            fixed = name.replace("-dynamic", "-fixed")
+            a, b = _med(rows, name, "tvm"), _med(rows, fixed, "tvm")
+            if a and b:
+                print(f"  TVM dynamic/fixed {name}: {a / b:.2f} (target <= 1.2)")
+        c, o, t = (_med(rows, name, r) for r in ("custom", "ort", "tvm"))
+        best = min(x for x in (o, t) if x) if (o or t) else None
+        if c and best:
+            print(f"  custom / min(ort, tvm) {name}: {c / best:.2f} (target <= 1.0)")
+    valid = sum(1 for r in rows.values() for x in r.values() if x.get("status") == "ok")
+    total = sum(len(r) for r in rows.values())
+    print(f"  valid (file, route) pairs: {valid} of {total}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""Hand-written encoder rewrites into the canonical op set (none of onnxscript, onnxslim or
+onnxsim fuses these; see docs/real-models.md).
+
+- `fuse_layernorm`: `ReduceMean Sub Pow(2) ReduceMean Add(eps) Sqrt Div [Mul(g)] [Add(b)]`
+  (torch's decomposed LayerNorm, opset < 17) -> `LayerNormalization(axis=-1, epsilon)`. Runs
+  BEFORE onnxscript's rules, which may drop the `Add(var, eps)` of a tiny epsilon.
+- `fuse_gelu_tanh`: `0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))` -> com.microsoft FastGelu
+  is NOT used (TVM cannot import it); the chain is left as it is (TVM runs it, custom names it).
+- `gemm_to_matmul`: `Gemm(x, W, b, transB)` with constant W -> `MatMul(x, W') + Add(b)`.
+- `where_mask_to_additive`: `Where(Expand(Reshape(Equal(mask, 0))), c, scores)` -> `scores +
+  (1 - Cast(mask)) * NEG` on the [B,1,1,S] mask (same softmax for 0/1 masks).
+- `move_query_scale`: `MatMul(Div|Mul(q, a), [Mul(k, b)])` -> `Mul(MatMul(q, k), a*b)`.
+- `fuse_transposes`, `sdpa_mask_to_additive`: the dynamo/SDPA pattern (Kᵀ as two
+  Transposes; the mask Expanded to [B,1,S,S] and applied by `Where(Cast(inv, bool))`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from farm.build.models.frontend.graph import Graph, attr
+
+MASK_NEG = -1e9  # finite: scores + NEG never reaches -inf, so a fully padded row stays finite
+
+
+def _last_axis(g: Graph, node: onnx.NodeProto, rank_hint: int | None = None) -> bool:
+    axes = attr(node, "axes")
+    if axes is None and len(node.input) > 1:
+        c = g.const(node.input[1])
+        axes = None if c is None else [int(v) for v in c.reshape(-1)]
+    return axes is not None and len(axes) == 1 and (axes[0] == -1 or axes[0] == rank_hint)
+
+
+def fuse_layernorm(g: Graph) -> int:
+    done = 0
+    for mean in [n for n in g.nodes if n.op_type == "ReduceMean"]:
+        if id(mean) in g.dead or not _last_axis(g, mean, 2) or attr(mean, "keepdims", 1) != 1:
+            continue
+        x = mean.input[0]
+        subs = [u for u in g.users(mean.output[0]) if u.op_type == "Sub" and u.input[0] == x
+                and u.input[1] == mean.output[0]]
+        if len(subs) != 1:
+            continue
+        sub = subs[0]
+        xc = sub.output[0]
+        pows = [u for u in g.users(xc) if u.op_type == "Pow" and g.scalar(u.input[1]) == 2.0]
+        divs = [u for u in g.users(xc) if u.op_type == "Div" and u.input[0] == xc]
+        if len(pows) != 1 or len(divs) != 1 or len(g.users(xc)) != 2:
+            continue
+        var = next((u for u in g.users(pows[0].output[0]) if u.op_type == "ReduceMean"), None)
+        if var is None or not _last_axis(g, var, 2):
+            continue
+        add = next((u for u in g.users(var.output[0]) if u.op_type == "Add"), None)
+        eps = None if add is None else g.scalar(g.other(add, var.output[0]))
+        sqrt = None if add is None else next(
+            (u for u in g.users(add.output[0]) if u.op_type == "Sqrt"), None)
+        div = divs[0]
+        if eps is None or sqrt is None or div.input[1] != sqrt.output[0]:
+            continue
+        chain = [mean, sub, pows[0], var, add, sqrt, div]
+        out = div.output[0]
+        width = None
+        gamma = beta = None
+        mul = g.users(out)
+        if len(mul) == 1 and mul[0].op_type == "Mul":
+            gamma = g.const(g.other(mul[0], out))
+            if gamma is not None:
+                chain.append(mul[0])
+                out = mul[0].output[0]
+                badd = g.users(out)
+                if len(badd) == 1 and badd[0].op_type == "Add":
+                    beta = g.const(g.other(badd[0], out))
+                    if beta is not None:
+                        chain.append(badd[0])
+                        out = badd[0].output[0]
+        width = (gamma if gamma is not None else beta)
+        if width is None:
+            continue  # a bare normalisation without affine: rare, left decomposed
+        h = width.size
+        gamma = np.ones(h, np.float32) if gamma is None else gamma.reshape(-1).astype(np.float32)
+        beta = np.zeros(h, np.float32) if beta is None else beta.reshape(-1).astype(np.float32)
+        scope = mean.name.rsplit("/", 1)[0] if "/" in mean.name else mean.name
+        g.kill(*chain)
+        g.add("LayerNormalization", [x, g.add_const(f"{scope}.gamma", gamma),
+                                     g.add_const(f"{scope}.beta", beta)], [out],
+              name=f"{scope}/LayerNormalization", axis=-1, epsilon=float(eps))
+        done += 1
+    return done
+
+
+def gemm_to_matmul(g: Graph) -> int:
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "Gemm"]:
+        w = g.const(n.input[1])
+        if w is None or attr(n, "transA", 0) or attr(n, "alpha", 1.0) != 1.0:
+            continue
+        if attr(n, "transB", 0):
+            w = w.T
+        scope = n.name.rsplit("/", 1)[0]
+        g.kill(n)
+        bias = g.const(n.input[2]) if len(n.input) > 2 and n.input[2] else None
+        mm_out = n.output[0] if bias is None else g.fresh(f"{scope}/MatMul")
+        g.add("MatMul", [n.input[0], g.add_const(f"{scope}.weight.T",
+                                                 np.ascontiguousarray(w))], [mm_out],
+              name=f"{scope}/MatMul")
+        if bias is not None:
+            b = bias * np.float32(attr(n, "beta", 1.0))
+            g.add("Add", [mm_out, g.add_const(f"{scope}.bias", b.astype(np.float32))],
+                  [n.output[0]], name=f"{scope}/Add")
+        done += 1
+    return done
+
+
+def _additive_mask(g: Graph, mask_input: str, scope: str) -> str:
+    m = g.add("Cast", [mask_input], name=f"{scope}/mask_Cast", to=TensorProto.FLOAT).output[0]
+    m = g.add("Unsqueeze", [m, g.add_const("mask_axes", np.array([1, 2], np.int64))],
+              name=f"{scope}/mask_Unsqueeze").output[0]
+    m = g.add("Sub", [g.add_const("one", np.array(1.0, np.float32)), m],
+              name=f"{scope}/mask_Sub").output[0]
+    return g.add("Mul", [m, g.add_const("mask_neg", np.array(MASK_NEG, np.float32))],
+                 name=f"{scope}/mask_Mul").output[0]
+
+
+def where_mask_to_additive(g: Graph) -> int:
+    """DistilBERT's masked_fill: the condition must come from Equal(graph input, 0)."""
+    inputs = {i.name for i in g.g.input}
+    done = 0
+    for w in [n for n in g.nodes if n.op_type == "Where"]:
+        cond, fill, scores = w.input
+        v = g.scalar(fill)
+        node = g.producer.get(cond)
+        while node is not None and node.op_type in ("Expand", "Reshape", "Unsqueeze", "Cast"):
+            node = g.producer.get(node.input[0])
+        if v is None or v > -1e4 or node is None or node.op_type != "Equal":
+            continue
+        src, zero = node.input
+        if src not in inputs or g.scalar(zero) != 0.0:
+            continue
+        scope = w.name.rsplit("/", 1)[0]
+        g.kill(w)
+        g.add("Add", [scores, _additive_mask(g, src, scope)], [w.output[0]],
+              name=f"{scope}/mask_Add")
+        done += 1
+    return done
+
+
+def move_query_scale(g: Graph) -> int:
+    """`MatMul(q * a | q / a, k [* b])` -> `MatMul(q, k) * (a*b)`: DistilBERT scales q, torch's
+    SDPA (dynamo export) scales q and Kᵀ by sqrt(scale) each."""
+    done = 0
+    for mm in [n for n in g.nodes if n.op_type == "MatMul"]:
+        if g.const(mm.input[1]) is not None:
+            continue  # a projection, not Q·Kᵀ
+        factor, ins, dead = 1.0, list(mm.input), []
+        for side in (0, 1):
+            node = g.producer.get(ins[side])
+            if node is None or node.op_type not in ("Div", "Mul") or id(node) in g.dead:
+                continue
+            c = g.scalar(node.input[1])
+            if c is None or c == 0 or len(g.users(node.output[0])) != 1:
+                continue
+            if node.op_type == "Mul" and side == 0 and g.const(node.input[0]) is not None:
+                continue
+            factor *= c if node.op_type == "Mul" else 1.0 / c
+            ins[side] = node.input[0]
+            dead.append(node)
+        if not dead:
+            continue
+        scope = mm.name.rsplit("/", 1)[0]
+        g.kill(mm, *dead)
+        raw = g.add("MatMul", ins, name=mm.name).output[0]
+        g.add("Mul", [raw, g.add_const(f"{scope}.scale", np.array(factor, np.float32))],
+              [mm.output[0]], name=f"{scope}/scale_Mul")
+        done += 1
+    return done
+
+
+def fuse_transposes(g: Graph) -> int:
+    """`Transpose(Transpose(x, p1), p2)` -> `Transpose(x, p1[p2])` (SDPA's Kᵀ of the heads)."""
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "Transpose"]:
+        inner = g.src(n.input[0], "Transpose")
+        p1, p2 = attr(inner, "perm") if inner is not None else None, attr(n, "perm")
+        if inner is None or p1 is None or p2 is None or len(g.users(inner.output[0])) != 1:
+            continue
+        g.kill(n, inner)
+        g.add("Transpose", [inner.input[0]], [n.output[0]], name=n.name,
+              perm=[int(p1[i]) for i in p2])
+        done += 1
+    return done
+
+
+_MASK_PATH = {"Sub", "Mul", "Add", "Div", "Cast", "Where", "Not", "Expand"}
+
+
+def _reaches_scores_only(g: Graph, name: str, seen: set[str]) -> bool:
+    """Every path from `name` goes through elementwise mask ops into Add(scores, .)."""
+    if name in seen:  # reached again through another path: already being checked
+        return True
+    users = g.users(name)
+    if not users or g.is_output(name):
+        return False
+    seen.add(name)
+    for u in users:
+        if u.op_type == "Add":
+            other = g.producer.get(g.other(u, name))
+            if other is not None and other.op_type in ("MatMul", "Mul", "Div"):
+                continue
+        if u.op_type not in _MASK_PATH or not _reaches_scores_only(g, u.output[0], seen):
+            return False
+    return True
+
+
+def sdpa_mask_to_additive(g: Graph) -> int:
+    """transformers' SDPA mask: `Expand` (to [B,1,S,S]; the Add with the scores broadcasts
+    anyway) dropped, and `Where(Cast(inv, bool), c, inv)` of a 0/1 `inv` -> `inv * NEG`."""
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "Expand"]:
+        if _reaches_scores_only(g, n.output[0], set()):
+            g.kill(n)
+            g.add("Identity", [n.input[0]], [n.output[0]], name=n.name)
+            done += 1
+    for w in [n for n in g.nodes if n.op_type == "Where"]:
+        cast = g.src(w.input[0], "Cast")
+        v = g.scalar(w.input[1])
+        if cast is None or v is None or v > -1e4 or cast.input[0] != w.input[2]:
+            continue
+        g.kill(w)
+        g.add("Mul", [w.input[2], g.add_const("mask_neg", np.array(MASK_NEG, np.float32))],
+              [w.output[0]], name=w.name.rsplit("/", 1)[0] + "/mask_Mul")
+        done += 1
+    return done
+
+
+def dequantize_nbits(g: Graph) -> int:
+    """`MatMulNBits` (4-bit, constant weights) -> `MatMul` with the dequantised fp32 weights
+    (+ `Add` of its bias), for TVM, whose ONNX importer has no MatMulNBits: TVM then runs
+    the int4 file's weights in fp32 (what ORT's accuracy_level 0 computes)."""
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "MatMulNBits"]:
+        blob, scales = g.const(n.input[1]), g.const(n.input[2])
+        zp = g.const(n.input[3]) if len(n.input) > 3 and n.input[3] else None
+        k, nn = int(attr(n, "K", 0)), int(attr(n, "N", 0))
+        bits, block = int(attr(n, "bits", 4)), int(attr(n, "block_size", 32))
+        if blob is None or scales is None or bits != 4 or (len(n.input) > 4 and n.input[4]):
+            continue
+        nb = (k + block - 1) // block
+        raw = blob.astype(np.uint8).reshape(nn, nb, block // 2)
+        q = np.empty((nn, nb, block), np.float32)
+        q[:, :, 0::2] = raw & 0x0F
+        q[:, :, 1::2] = raw >> 4
+        if zp is None:
+            zero = np.full((nn, nb, 1), 8.0, np.float32)
+        else:
+            z = zp.astype(np.uint8).reshape(nn, -1)
+            zero = np.stack([z & 0x0F, z >> 4], axis=2).reshape(nn, -1)[:, :nb, None]
+        w = ((q - zero) * scales.astype(np.float32).reshape(nn, nb, 1)).reshape(nn, -1)[:, :k]
+        bias = g.const(n.input[5]) if len(n.input) > 5 and n.input[5] else None
+        scope = n.name.rsplit("/", 1)[0] if "/" in n.name else n.name
+        g.kill(n)
+        out = n.output[0] if bias is None else g.fresh(f"{scope}/MatMul")
+        g.add("MatMul", [n.input[0], g.add_const(f"{scope}.weight.T",
+                                                 np.ascontiguousarray(w.T))], [out],
+              name=f"{scope}/MatMul")
+        if bias is not None:
+            g.add("Add", [out, n.input[5]], [n.output[0]], name=f"{scope}/Add")
+        done += 1
+    return done

@@ -1,0 +1,148 @@
+"""`farm models check`: what a model file is and which routes will build it, decided by the
+real steps (ORT session, front-end canonicalisation, the custom lowerer, TVM's importer),
+not by a list of op names.
+
+`check_file(path, spec) -> dict` (JSON-able): inputs/outputs with their shapes, the bound
+shapes, detected quantisation, params, MACs (matrix products of the canonical graph at the
+bound shapes), and per route {ok, stage, node, op, reason}.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from farm.build.models.frontend.pipeline import Canonical, canonicalize
+from farm.build.models.frontend.quant import detect_quantisation
+from farm.build.models.frontend.shapes import ShapeSpec
+from farm.errors import FarmError
+
+_NODE = re.compile(r"node '([^']*)' \(([^),]+)")
+
+
+def _io(values: Any) -> list[dict[str, Any]]:
+    out = []
+    for vi in values:
+        t = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                for d in t.shape.dim]
+        out.append({"name": vi.name, "dtype": onnx.TensorProto.DataType.Name(t.elem_type),
+                    "shape": dims})
+    return out
+
+
+def _params(model: onnx.ModelProto) -> int:
+    return int(sum(int(np.prod(i.dims)) if i.dims else 1 for i in model.graph.initializer))
+
+
+def _shape_of(model: onnx.ModelProto) -> dict[str, list[int]]:
+    shapes: dict[str, list[int]] = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        dims = vi.type.tensor_type.shape.dim
+        if dims and all(d.HasField("dim_value") for d in dims):
+            shapes[vi.name] = [d.dim_value for d in dims]
+    for i in model.graph.initializer:
+        shapes[i.name] = list(i.dims)
+    return shapes
+
+
+def macs(model: onnx.ModelProto) -> int | None:
+    """Multiply-accumulates of the matrix products (MatMul/MatMulInteger/Gemm/MatMulNBits)."""
+    shapes = _shape_of(model)
+    total = 0
+    for n in model.graph.node:
+        if n.op_type in ("MatMul", "MatMulInteger", "Gemm"):
+            a, out = shapes.get(n.input[0]), shapes.get(n.output[0])
+            if not a or not out:
+                return None
+            k = a[-2] if n.op_type == "Gemm" and any(
+                at.name == "transA" and at.i for at in n.attribute) else a[-1]
+            total += int(np.prod(out)) * k
+        elif n.op_type == "MatMulNBits":
+            out = shapes.get(n.output[0])
+            k = next((at.i for at in n.attribute if at.name == "K"), None)
+            if not out or k is None:
+                return None
+            total += int(np.prod(out)) * k
+    return total
+
+
+def _failure(stage: str, exc: BaseException) -> dict[str, Any]:
+    text = getattr(exc, "message", None) or str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    m = _NODE.search(first)
+    return {"ok": False, "stage": stage, "node": m.group(1) if m else None,
+            "op": m.group(2) if m else None, "reason": first}
+
+
+def _ort(path: Path) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ORT raises its own untyped errors
+        return _failure("load", exc)
+    return {"ok": True, "stage": "load", "reason": f"onnxruntime {ort.__version__} loads it"}
+
+
+def _custom(canon: Canonical) -> dict[str, Any]:
+    from farm.build.custom.lower import lower
+
+    try:
+        ir = lower(onnx.load(str(canon.path)))
+    except FarmError as exc:
+        return _failure("lower", exc)
+    return {"ok": True, "stage": "lower", "reason": f"{len(ir.ops)} executor ops"}
+
+
+def _tvm(canon: Canonical) -> dict[str, Any]:
+    from farm.build.tvm import api
+    from farm.build.tvm.builder import check_operators
+
+    model = onnx.load(str(canon.path))
+    try:
+        check_operators(model, canon.path)
+        api.import_onnx(canon.path)  # captures the importer's stdout itself
+    except FarmError as exc:
+        return _failure("import", exc)
+    verdict: dict[str, Any] = {"ok": True, "stage": "import",
+                               "reason": f"TVM {api.tvm_version()} imports it"}
+    if canon.symbolic_left:
+        verdict["warning"] = (f"{len(canon.symbolic_left)} tensor(s) keep a symbolic dim: "
+                              "TVM falls back to slow generic schedules; bind them with --shape")
+    return verdict
+
+
+def check_file(path: str | Path, spec: ShapeSpec | None = None) -> dict[str, Any]:
+    path = Path(path)
+    source = onnx.load(str(path))
+    report: dict[str, Any] = {
+        "file": str(path), "inputs": _io([i for i in source.graph.input
+                                          if i.name not in {t.name for t in
+                                                            source.graph.initializer}]),
+        "outputs": _io(source.graph.output), "quantisation": detect_quantisation(source),
+        "params": _params(source), "opsets": {o.domain or "ai.onnx": o.version
+                                              for o in source.opset_import},
+    }
+    routes: dict[str, Any] = {"ort": _ort(path)}
+    try:
+        canon = canonicalize(path, spec)
+    except FarmError as exc:
+        fail = _failure("front-end", exc)
+        routes.update(tvm=fail, custom=fail)
+        report.update(bound_shapes=None, macs=None, routes=routes)
+        return report
+    report["bound_shapes"] = canon.input_shapes
+    report["front_end"] = canon.rewrites
+    report["macs"] = macs(onnx.load(str(canon.path)))
+    routes["tvm"] = _tvm(canonicalize(path, spec, dequantize=True)
+                         if canon.quantisation == "int4" else canon)
+    routes["custom"] = _custom(canon)
+    report["routes"] = routes
+    return report
