@@ -67,7 +67,10 @@ def test_route_cut_after_two_rounds_is_kept_partial_and_resumed(tmp_path: Path) 
         assert "2 of 3 rounds finished before the device failed" in cut["status_detail"]
         rounds = cut["rounds"]
         assert rounds["planned"] == 3 and rounds["done"] == 2 and len(rounds["sizes"]) == 2
-        assert rounds["stopped"] and "agent channel closed" in rounds["stopped"]
+        # why it stopped: the lost agent, seen as a closed channel or, when the next request
+        # is already on its way, as its closed stdin (a race between SIGKILL and the send)
+        assert rounds["stopped"] and any(
+            why in rounds["stopped"] for why in ("agent channel closed", "stdin closed"))
         assert rounds["resumed_from"] is None
         assert cut["n"] == sum(rounds["sizes"]) == len(cut["samples_ms"])
         assert all(size >= FAST.min_runs for size in rounds["sizes"])

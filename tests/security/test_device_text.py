@@ -23,7 +23,7 @@ def test_report_prints_device_markup_literally(tmp_path: Path) -> None:
         result = BenchResult(run_id, "partial", {"evil": ("failed", HOSTILE),
                                                  "good": ("ok", "")}, [rec])
         out, err = io.StringIO(), io.StringIO()
-        report(result, "table", Console(file=out, width=200),
+        report(result, "table", None, Console(file=out, width=200),
                Console(file=err, width=400, force_terminal=True, color_system=None), store)
     text = err.getvalue()
     assert f"farm: evil: failed: {HOSTILE}" in text  # literally, brackets and all
