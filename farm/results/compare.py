@@ -24,7 +24,7 @@ should know: different models, invalid outputs, drift flags, pooling.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -68,20 +68,24 @@ class Comparison:
         return asdict(self)
 
 
-def _key(rec: dict[str, Any]) -> tuple[Any, ...]:
+def config_key(rec: dict[str, Any], fields: Sequence[str] = KEY_FIELDS) -> tuple[Any, ...]:
+    """(the record's values of `fields` but the last, its configuration label): the key
+    two runs' records are paired by (`farm compare`; the gate adds the model)."""
     config = config_label(config_flags(rec.get("build_flags")))
-    return (*(rec.get(k) for k in KEY_FIELDS[:-1]), config)
+    return (*(rec.get(k) for k in fields[:-1]), config)
 
 
-def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
+def sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple("" if v is None else f"{v:08d}" if isinstance(v, int) else str(v)
                  for v in key)
 
 
-def _group(records: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+def group_by(records: Sequence[dict[str, Any]],
+             key: Callable[[dict[str, Any]], tuple[Any, ...]] = config_key,
+             ) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
     out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for rec in records:
-        out.setdefault(_key(rec), []).append(rec)
+        out.setdefault(key(rec), []).append(rec)
     return out
 
 
@@ -138,9 +142,9 @@ def compare_records(
     alpha: float = ALPHA, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT,
 ) -> list[Comparison]:
     """Compare run A with run B per (device, route, variant, threads, config)."""
-    groups_a, groups_b = _group(records_a), _group(records_b)
+    groups_a, groups_b = group_by(records_a), group_by(records_b)
     out: list[Comparison] = []
-    for key in sorted(set(groups_a) | set(groups_b), key=_sort_key):
+    for key in sorted(set(groups_a) | set(groups_b), key=sort_key):
         recs_a, recs_b = groups_a.get(key, []), groups_b.get(key, [])
         a, notes_a = _side(recs_a, "A") if recs_a else ([], [])
         b, notes_b = _side(recs_b, "B") if recs_b else ([], [])

@@ -36,7 +36,7 @@ from rich.table import Table
 from rich.text import Text
 from scipy.stats import mannwhitneyu
 
-from farm.results.config_flags import config_flags, config_label
+from farm.results.compare import config_key, group_by, sort_key
 from farm.results.emulation import NOT_COMPARED, WHY, device_label, is_emulated
 
 # the one import of the statistics module (it moves below the store: change this line only)
@@ -113,20 +113,7 @@ class GateResult:
 
 def key_of(rec: dict[str, Any]) -> tuple[Any, ...]:
     """The gate key of a record: (device, route, model, variant, threads, config)."""
-    config = config_label(config_flags(rec.get("build_flags")))
-    return (*(rec.get(k) for k in KEY_FIELDS[:-1]), config)
-
-
-def _sort_key(key: tuple[Any, ...]) -> tuple[str, ...]:
-    return tuple("" if v is None else f"{v:08d}" if isinstance(v, int) else str(v)
-                 for v in key)
-
-
-def _group(records: Sequence[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for rec in records:
-        out.setdefault(key_of(rec), []).append(rec)
-    return out
+    return config_key(rec, KEY_FIELDS)
 
 
 def _samples(recs: list[dict[str, Any]]) -> list[float]:
@@ -160,9 +147,9 @@ def gate_records(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], 
                  base_run: str = "base", new_run: str = "new") -> GateResult:
     if metric not in METRICS:
         raise ValueError(f"metric {metric!r}: use one of {', '.join(METRICS)}")
-    groups_b, groups_n = _group(base), _group(new)
+    groups_b, groups_n = group_by(base, key_of), group_by(new, key_of)
     rows = []
-    for key in sorted(set(groups_b) | set(groups_n), key=_sort_key):
+    for key in sorted(set(groups_b) | set(groups_n), key=sort_key):
         recs_b, recs_n = groups_b.get(key, []), groups_n.get(key, [])
         sb, sn = _samples(recs_b), _samples(recs_n)
         notes = []

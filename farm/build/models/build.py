@@ -37,6 +37,7 @@ from farm.build.models.corpus.mobilebert_config import MobileBertConfig
 from farm.build.models.encoder import build_encoder
 from farm.build.models.inputs import make_inputs
 from farm.build.models.quantize import QUANTIZER_REVISION, quantize
+from farm.build.registry import sha256_file as file_sha256
 from farm.errors import BuildError
 from farm.paths import state_dir
 
@@ -63,14 +64,6 @@ class ModelInfo:
     @property
     def size_bytes(self) -> int:
         return self.path.stat().st_size
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _ort_version() -> str:
