@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,11 @@ def agent_table_file() -> Path:
     text = json.dumps(agent_table(), indent=1, sort_keys=True) + "\n"
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(text)
+        # a temporary name of its own: parallel deploys (one thread per device) and other
+        # processes may all write the table at once; each rename is atomic
+        fd, tmp = tempfile.mkstemp(prefix=f".{AGENT_TABLE}.", dir=path.parent)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
         os.replace(tmp, path)
     return path
 
