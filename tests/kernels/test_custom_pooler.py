@@ -48,11 +48,27 @@ def _check(res, want: dict[str, np.ndarray], atol: float = 1e-4) -> None:
 
 
 @pytest.mark.parametrize("name", ["bert-opset14-fixed@small", "albert-opset14-fixed@small",
-                                  "roberta-opset14-fixed@small"])
+                                  "roberta-opset14-fixed@small", "bert-opset18-fixed@small",
+                                  "albert-opset17-fixed+ortopt@small",  # FastGelu expanded
+                                  "roberta-opset14-fixed+ortopt@small"])
 def test_pooler_and_tanh_gelu_match_ort(tmp_path: Path, exe_x86: list[str], name: str) -> None:
     canon, plan, want = _prepare(tmp_path, name)
     for extra in ((), ("--unfused",), ("--threads", "2"), ("--isa", "generic")):
         _check(run_exec(exe_x86, plan, canon, tmp_path, *extra), want)
+
+
+@pytest.mark.parametrize("name", ["bert-opset14-fixed+qdynamic@small",
+                                  "bert-opset14-fixed+q4@small"])
+def test_quantised_pooler_within_int8_bounds(tmp_path: Path, exe_x86: list[str], name: str) -> None:
+    """The pooler's FC on int8 / Q4_0 weights with M = batch: the int8 bounds of
+    test_custom_executor.TOL against ORT on the same file (per-row vs per-tensor activations)."""
+    canon, plan, want = _prepare(tmp_path, name)
+    res = run_exec(exe_x86, plan, canon, tmp_path)
+    assert res.rc == 0, res.stderr
+    got = ftns_module().read(str(res.out_file))
+    for out in OUTPUTS:
+        diff = np.abs(got[out] - want[out])
+        assert diff.max() <= 0.25 and diff.mean() <= 0.03, (out, diff.max(), diff.mean())
 
 
 def test_pooler_rows_per_sequence_with_batch_2(tmp_path: Path, exe_x86: list[str]) -> None:
