@@ -72,15 +72,22 @@ def test_layernorm_epsilon_survives(corpus_dir: Path, tmp_path: Path) -> None:
     assert len(eps) == 1 and eps.pop() == pytest.approx(1e-12)
 
 
-def test_custom_lowers_distilbert_and_names_the_node_it_cannot(corpus_dir: Path,
-                                                              tmp_path: Path) -> None:
+def test_custom_lowers_the_corpus_and_names_the_node_it_cannot(corpus_dir: Path,
+                                                               tmp_path: Path) -> None:
     for tool in ("", "+qdynamic", "+q4", "+ortopt"):
         src = corpus_model(f"distilbert-opset14-dynamic{tool}@small", corpus_dir)
         ir = lower(onnx.load(str(canonicalize(src, None, tmp_path).path)))
         assert any(op.name for op in ir.ops)
-    bert = canonicalize(corpus_model("bert-opset14-dynamic@small", corpus_dir), None, tmp_path)
+    for family in ("bert", "albert", "roberta"):  # pooler, gelu_new, position ids
+        src = corpus_model(f"{family}-opset14-dynamic@small", corpus_dir)
+        ir = lower(onnx.load(str(canonicalize(src, None, tmp_path).path)))
+        assert sum(op.name == "/pooler/Gather" for op in ir.ops) == 1, family
+    bert = onnx.load(str(canonicalize(corpus_model("bert-opset14-dynamic@small", corpus_dir),
+                                      None, tmp_path).path))
+    gather = next(n for n in bert.graph.node if n.name == "/pooler/Gather")
+    gather.attribute[0].i = 2  # a column gather is no pooler
     with pytest.raises(BuildError, match=r"node '/pooler/Gather' \(Gather\)"):
-        lower(onnx.load(str(bert.path)))
+        lower(bert)
 
 
 def test_quantisation_is_detected(corpus_dir: Path) -> None:

@@ -46,14 +46,16 @@ def bench(tmp_path: Path, model: str, routes: tuple[str, ...] = ROUTES, devices:
     return {f"{r['device']}/{r['route']}": r for r in recs}
 
 
-@pytest.mark.parametrize("model, custom_ok", [
-    ("corpus:distilbert-opset14-dynamic@small", True),
-    ("corpus:distilbert-opset11-fixed+ortopt@small", True),
-    ("corpus:bert-opset14-dynamic+ortopt@small", False),  # pooler: Gather(axis 1) -> Tanh
-    ("corpus:distilbert-opset14-fixed+q4@small", True),  # TVM: MatMulNBits dequantised
-    ("corpus:distilbert-opset18-dynamic@small", True),  # the dynamo pattern
+@pytest.mark.parametrize("model", [
+    "corpus:distilbert-opset14-dynamic@small",
+    "corpus:distilbert-opset11-fixed+ortopt@small",
+    "corpus:bert-opset14-fixed@small",  # custom: pooler Row -> FC (M = batch) -> Tanh
+    "corpus:bert-opset14-dynamic+ortopt@small",
+    "corpus:albert-opset14-fixed@small",  # custom: gelu_new fused into the FFN's FC
+    "corpus:distilbert-opset14-fixed+q4@small",  # TVM: MatMulNBits dequantised
+    "corpus:distilbert-opset18-dynamic@small",  # the dynamo pattern
 ])
-def test_corpus_through_all_routes_on_local(tmp_path: Path, model: str, custom_ok: bool) -> None:
+def test_corpus_through_all_routes_on_local(tmp_path: Path, model: str) -> None:
     recs = bench(tmp_path, model, seq=24 if "dynamic" in model else None)
     ort, tvm, custom = (recs[f"local/{r}"] for r in ROUTES)
     quantised = "+q4" in model
@@ -65,12 +67,18 @@ def test_corpus_through_all_routes_on_local(tmp_path: Path, model: str, custom_o
     seq = 24 if "dynamic" in model else 16
     assert all(d == [1, seq] for d in tvm["build_flags"]["input_shapes"].values())
     assert "symbolic_dims" not in tvm["build_flags"]
-    if custom_ok:
-        assert custom["status"] == "ok", custom["status_detail"]
-        assert quantised or custom["accuracy"]["max_abs_diff"] < 1e-3
-    else:
-        assert custom["status"] == "unavailable"
-        assert "node '/pooler/Gather' (Gather)" in custom["status_detail"]
+    assert custom["status"] == "ok", custom["status_detail"]
+    assert quantised or custom["accuracy"]["max_abs_diff"] < 1e-3
+
+
+def test_roberta_position_ids_through_ort_and_custom_on_local(tmp_path: Path) -> None:
+    """custom computes RoBERTa's position ids from the ids' padding (lower_roberta.py).
+    TVM is left out: its build of the CumSum fails ("There should be a compute block if there
+    is only one subtree under the root"), a TVM-route gap of its own."""
+    recs = bench(tmp_path, "corpus:roberta-opset14-dynamic@small", ("ort", "custom"), seq=24)
+    for r in recs.values():
+        assert r["status"] == "ok", r["status_detail"]
+    assert recs["local/custom"]["accuracy"]["max_abs_diff"] < 1e-3
 
 
 def test_pre_quantised_file_verdicts_do_not_depend_on_route_order(tmp_path: Path) -> None:
@@ -100,10 +108,10 @@ def test_models_check_names_the_stopping_node(tmp_path: Path, farm_home: Path) -
     done = farm_cli("models", "check", str(src), "--seq", "20", "--output", "json",
                     env_home=farm_home)
     report = json.loads(done.stdout)  # stdout is only JSON, whatever TVM's importer printed
-    assert done.returncode == 3, done.stderr
+    assert done.returncode == 0, done.stderr
     assert report["bound_shapes"]["input_ids"] == [1, 20]
-    assert report["routes"]["ort"]["ok"] and report["routes"]["tvm"]["ok"]
-    assert report["routes"]["custom"]["node"] == "/pooler/Gather"
+    # custom takes BERT's pooler now (Row -> FC -> Tanh); the Frobnicate file below still stops
+    assert all(report["routes"][r]["ok"] for r in ROUTES), report["routes"]
     assert report["macs"] > 0 and report["params"] > 0
     assert report["front_end"]["expand:Attention"] == 2
     # an op no route takes: every route says where it stops

@@ -86,6 +86,18 @@ void fk_nonorm_f32_generic(int n, const float *x, const float *r, const float *g
     for (int i = 0; i < n; i++) y[i] = (x[i] + (r ? r[i] : 0.0f)) * g[i] + b[i];
 }
 
+void fk_tanh_f32_generic(int n, const float *x, float *y) {
+    for (int i = 0; i < n; i++) y[i] = tanhf(x[i]);
+}
+
+/* The definition torch's gelu_new / ORT's FastGelu compute (the reference, not the fastest form). */
+void fk_gelu_tanh_f32_generic(int n, const float *x, float *y) {
+    for (int i = 0; i < n; i++) {
+        const float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+
 void fk_softmax_f32_generic(int n, float *x, float scale, const float *mask) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -266,4 +278,5 @@ const fk_kernels fk_kernels_generic = {
     fk_softmax_f32_generic, fk_quantize_row_i8_generic, fk_quantize_row_q8_0_generic,
     fk_gemm_f32_generic, fk_gemm_i8_generic, fk_gemm_q4_0_generic, fk_attention_f32_generic,
     fk_fma_loop_generic, fk_relu_f32_generic, fk_nonorm_f32_generic,
+    fk_tanh_f32_generic, fk_gelu_tanh_f32_generic,
 };

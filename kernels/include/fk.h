@@ -121,6 +121,10 @@ typedef struct fk_kernels {
      * NULL): an elementwise affine, no statistics (the LayerNorm category's op there). */
     void (*relu_f32)(int n, const float *x, float *y);
     void (*nonorm_f32)(int n, const float *x, const float *r, const float *g, const float *b, float *y);
+    /* BERT's pooler: y = tanh(x); ALBERT's gelu_new: y = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
+     * Both run as a row pass after the GEMM (y may equal x), not as a GEMM epilogue. */
+    void (*tanh_f32)(int n, const float *x, float *y);
+    void (*gelu_tanh_f32)(int n, const float *x, float *y);
 } fk_kernels;
 
 /* CPU features, arch-neutral bit numbers (the plan file stores the same bits). */
@@ -175,6 +179,8 @@ void fk_attention_f32_generic(const fk_attn_args *a, int i0, int i1, float *scra
 float fk_fma_loop_generic(long iters, int *lanes);
 void fk_relu_f32_generic(int n, const float *x, float *y);
 void fk_nonorm_f32_generic(int n, const float *x, const float *r, const float *g, const float *b, float *y);
+void fk_tanh_f32_generic(int n, const float *x, float *y);
+void fk_gelu_tanh_f32_generic(int n, const float *x, float *y);
 
 /* Helpers used by tests and the runtime (generic only). */
 #define FK_K4(K) (((K) + 3) / 4 * 4)

@@ -17,7 +17,7 @@ double fk_now_ms(void) {
 }
 
 enum step { S_EMBED, S_LN, S_ADD, S_BIAS, S_GELU, S_QUANT, S_GEMM, S_ATT, S_QK, S_SCALE, S_MASK, S_SOFTMAX, S_PV,
-            S_NONORM, S_RELU, S_TRIGRAM };
+            S_NONORM, S_RELU, S_TRIGRAM, S_TANH };
 
 typedef struct {
     fk_exec *e;
@@ -26,6 +26,7 @@ typedef struct {
     const float *x, *r;
     float *y;
     int cols;
+    int rows; /* rows of this row pass: T (per token) or B (per sequence, after a Row op) */
     fk_gemm_args g;
     int wtype;
     int row_chunks; /* GEMM: row chunks; attention: query rows per task */
@@ -34,7 +35,18 @@ typedef struct {
 
 static float *B_(const fk_exec *e, int id) { return id < 0 ? NULL : e->buf[id]; }
 static int cols_(const fk_exec *e, int id) { return (int)e->plan->bufs[id].cols; }
+static int rows_(const fk_exec *e, int id) { return e->plan->bufs[id].rows == FK_BUF_SEQS ? e->B : e->T; }
 static const float *T_(const fk_exec *e, int id) { return (const float *)fk_plan_data(e->plan, id); }
+
+/* RoBERTa's position id of token t (create_position_ids_from_input_ids). */
+static int64_t pad_position(const fk_exec *e, int slot, int64_t pad, int t) {
+    const int64_t *ids = e->in[slot] + (size_t)(t / e->S) * e->S;
+    const int s = t % e->S;
+    if (ids[s] == pad) return pad;
+    int64_t n = 0;
+    for (int j = 0; j <= s; j++) n += ids[j] != pad;
+    return pad + n;
+}
 
 static void run_task(void *vctx, int task, int thread) {
     task_ctx *c = vctx;
@@ -43,7 +55,7 @@ static void run_task(void *vctx, int task, int thread) {
     const fk_kernels *k = e->k;
     const int S = e->S, H = op->p[0], D = op->p[1];
     int r0 = task * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK;
-    if (r1 > e->T) r1 = e->T;
+    if (r1 > c->rows) r1 = c->rows;
     switch (c->step) {
     case S_EMBED:
         for (int t = r0; t < r1; t++) {
@@ -53,7 +65,8 @@ static void run_task(void *vctx, int task, int thread) {
             for (int i = 0; i < 4; i++) {
                 if (op->t[i] < 0) continue;
                 int src = op->p[i];
-                int64_t row = src >= 0 ? e->in[src][t] : src == FK_SRC_POSITION ? t % S : -(src + 2);
+                int64_t row = op->p[4 + i] > 0 ? pad_position(e, src, op->p[4 + i] - 1, t)
+                              : src >= 0 ? e->in[src][t] : src == FK_SRC_POSITION ? t % S : -(src + 2);
                 const float *tr = T_(e, op->t[i]) + (size_t)row * c->cols;
                 if (first) memcpy(y, tr, sizeof(float) * c->cols), first = 0;
                 else k->add_f32(c->cols, y, tr, y);
@@ -98,9 +111,13 @@ static void run_task(void *vctx, int task, int thread) {
         for (int t = r0; t < r1; t++) {
             const float *x = c->x + (size_t)t * c->cols;
             float *y = c->y + (size_t)t * c->cols;
-            if (c->wtype) k->gelu_tab_f32(c->cols, x, y);
+            if (c->wtype == FK_GELU_TANH) k->gelu_tanh_f32(c->cols, x, y);
+            else if (c->wtype) k->gelu_tab_f32(c->cols, x, y);
             else k->gelu_f32(c->cols, x, y);
         }
+        break;
+    case S_TANH:
+        for (int t = r0; t < r1; t++) k->tanh_f32(c->cols, c->x + (size_t)t * c->cols, c->y + (size_t)t * c->cols);
         break;
     case S_QUANT:
         for (int t = r0; t < r1; t++) {
@@ -115,7 +132,7 @@ static void run_task(void *vctx, int task, int thread) {
         break;
     case S_GEMM: {
         int rc = task % c->row_chunks, cc = task / c->row_chunks;
-        int m0 = (int)((int64_t)e->T * rc / c->row_chunks), m1 = (int)((int64_t)e->T * (rc + 1) / c->row_chunks);
+        int m0 = (int)((int64_t)c->g.M * rc / c->row_chunks), m1 = (int)((int64_t)c->g.M * (rc + 1) / c->row_chunks);
         int units = (c->g.N + c->col_unit - 1) / c->col_unit;
         int n0 = (int)((int64_t)units * cc / c->col_chunks) * c->col_unit;
         int n1 = (int)((int64_t)units * (cc + 1) / c->col_chunks) * c->col_unit;
@@ -187,9 +204,9 @@ static void mark(fk_exec *e, const fk_op *op, const char *suffix, const char *ca
 #define SERIAL_ELEMS 32768
 
 static void rows_pass(fk_exec *e, task_ctx *c, enum step s) {
-    const int tasks = (e->T + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    const int tasks = (c->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
     c->step = s;
-    if ((size_t)e->T * (size_t)c->cols <= SERIAL_ELEMS)
+    if ((size_t)c->rows * (size_t)c->cols <= SERIAL_ELEMS)
         for (int t = 0; t < tasks; t++) run_task(c, t, 0);
     else
         fk_pool_run(e->pool, tasks, run_task, c);
@@ -197,10 +214,10 @@ static void rows_pass(fk_exec *e, task_ctx *c, enum step s) {
 
 static void run_fc(fk_exec *e, task_ctx *c) {
     const fk_op *op = c->op;
-    const int N = op->p[1], K = op->p[2], nth = fk_pool_size(e->pool);
+    const int N = op->p[1], K = op->p[2], nth = fk_pool_size(e->pool), M = c->rows;
     fk_gemm_args *g = &c->g;
     memset(g, 0, sizeof *g);
-    g->M = e->T, g->N = N, g->K = K, g->lda = K, g->ldc = N;
+    g->M = M, g->N = N, g->K = K, g->lda = K, g->ldc = N;
     g->w = fk_plan_data(e->plan, op->t[0]), g->w_scale = op->t[2] >= 0 ? T_(e, op->t[2]) : NULL;
     g->bias = op->t[1] >= 0 ? T_(e, op->t[1]) : NULL;
     c->wtype = op->p[0];
@@ -216,7 +233,7 @@ static void run_fc(fk_exec *e, task_ctx *c) {
     float *out = B_(e, op->out);
     if (e->fused) {
         g->epi = act == FK_ACT_GELU ? FK_EPI_BIAS_GELU : act == FK_ACT_GELU_TAB ? FK_EPI_BIAS_GELU_TAB
-                 : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : g->bias ? FK_EPI_BIAS : FK_EPI_NONE;
+                 : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : g->bias ? FK_EPI_BIAS : FK_EPI_NONE; /* tanh: after */
         g->c = out;
     } else {
         g->epi = FK_EPI_NONE;
@@ -226,10 +243,14 @@ static void run_fc(fk_exec *e, task_ctx *c) {
      * (every weight type is packed in them), so no two tasks ever write the same column. */
     c->col_unit = FK_NR;
     int units = (N + c->col_unit - 1) / c->col_unit;
-    c->row_chunks = e->T >= 64 * nth ? nth : (e->T >= 32 ? 2 : 1);
+    c->row_chunks = M >= 64 * nth ? nth : (M >= 32 ? 2 : 1);
     c->col_chunks = nth == 1 ? 1 : units < 2 * nth ? units : 2 * nth;
     c->step = S_GEMM;
     fk_pool_run(e->pool, c->row_chunks * c->col_chunks, run_task, c);
+    if (e->fused && (act == FK_ACT_TANH || act == FK_ACT_GELU_TANH)) { /* no epilogue: a pass over C */
+        c->x = out, c->y = out, c->cols = N, c->wtype = FK_GELU_TANH;
+        rows_pass(e, c, act == FK_ACT_TANH ? S_TANH : S_GELU);
+    }
     if (e->fused) return mark(e, op, "", "fc");
     mark(e, op, "/matmul", "fc");
     c->cols = N;
@@ -242,8 +263,12 @@ static void run_fc(fk_exec *e, task_ctx *c) {
         c->x = g->bias ? e->tmp2 : e->tmp1, c->y = out;
         rows_pass(e, c, S_RELU);
         mark(e, op, "/relu", "gelu");
+    } else if (act == FK_ACT_TANH) { /* the pooler's activation: not the FFN's, so "other" */
+        c->x = g->bias ? e->tmp2 : e->tmp1, c->y = out;
+        rows_pass(e, c, S_TANH);
+        mark(e, op, "/tanh", "other");
     } else if (act) {
-        c->x = g->bias ? e->tmp2 : e->tmp1, c->y = out, c->wtype = act == FK_ACT_GELU_TAB;
+        c->x = g->bias ? e->tmp2 : e->tmp1, c->y = out, c->wtype = act == FK_ACT_GELU_TANH ? FK_GELU_TANH : act == FK_ACT_GELU_TAB ? FK_GELU_TABLE : FK_GELU_ERF;
         rows_pass(e, c, S_GELU);
         mark(e, op, "/gelu", "gelu");
     }
@@ -282,8 +307,15 @@ void fk_exec_run(fk_exec *e, fk_prof *prof) {
     e->t_mark = fk_now_ms();
     for (uint32_t i = 0; i < e->plan->n_ops; i++) {
         const fk_op *op = &e->plan->ops[i];
-        task_ctx c = {.e = e, .op = op, .y = B_(e, op->out), .cols = cols_(e, op->out)};
+        task_ctx c = {.e = e, .op = op, .y = B_(e, op->out), .cols = cols_(e, op->out), .rows = rows_(e, op->out)};
         switch (op->kind) {
+        case FK_OP_ROW: { /* B row copies: too small for the pool */
+            const int pos = op->p[0] >= 0 ? op->p[0] : e->S + op->p[0];
+            for (int b = 0; b < e->B; b++)
+                memcpy(c.y + (size_t)b * c.cols, B_(e, op->in[0]) + ((size_t)b * e->S + pos) * c.cols, sizeof(float) * c.cols);
+            mark(e, op, "", "other");
+            break;
+        }
         case FK_OP_EMBED: rows_pass(e, &c, S_EMBED), mark(e, op, "", "other"); break;
         case FK_OP_LAYERNORM:
             c.x = B_(e, op->in[0]), c.r = B_(e, op->in[1]);
@@ -348,7 +380,13 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
                 int64_t rows = p->tensors[op->t[j]].dims[0];
                 if (op->p[j] == FK_SRC_POSITION && e->S > rows)
                     return snprintf(err, el, "op %s: sequence length %d exceeds the %lld positions of the model", op->name, e->S, (long long)rows), -1;
-                for (int64_t t = 0; op->p[j] >= 0 && !oom && t < e->T; t++)
+                for (int t = 0; op->p[j + 4] > 0 && !oom && t < e->T; t++) {
+                    const int64_t r = pad_position(e, op->p[j], op->p[j + 4] - 1, t);
+                    if (r < 0 || r >= rows)
+                        return snprintf(err, el, "op %s: position id %lld of input %s is outside the %lld positions of the model",
+                                        op->name, (long long)r, p->inputs[op->p[j]].name, (long long)rows), -1;
+                }
+                for (int64_t t = 0; op->p[j] >= 0 && op->p[j + 4] == 0 && !oom && t < e->T; t++)
                     if (e->in[op->p[j]][t] < 0 || e->in[op->p[j]][t] >= rows)
                         return snprintf(err, el, "op %s: input %s holds index %lld outside [0, %lld)", op->name,
                                         p->inputs[op->p[j]].name, (long long)e->in[op->p[j]][t], (long long)rows), -1;
@@ -368,9 +406,11 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
                                     p->inputs[op->p[0]].name, (long long)e->in[op->p[0]][t], (long long)rows), -1;
         }
         if (op->kind == FK_OP_ATTENTION && (size_t)op->p[0] > scores) scores = (size_t)op->p[0];
+        if (op->kind == FK_OP_ROW && (op->p[0] >= e->S || op->p[0] < -e->S))
+            return snprintf(err, el, "op %s: row %d is outside a sequence of %d tokens", op->name, op->p[0], e->S), -1;
     }
     e->buf = xcalloc(p->n_bufs, sizeof(float *), &oom);
-    for (uint32_t i = 0; i < p->n_bufs && !oom; i++) e->buf[i] = xcalloc((size_t)e->T * p->bufs[i].cols, sizeof(float), &oom);
+    for (uint32_t i = 0; i < p->n_bufs && !oom; i++) e->buf[i] = xcalloc((size_t)rows_(e, (int)i) * p->bufs[i].cols, sizeof(float), &oom);
     e->qa = xcalloc((size_t)e->T, qa ? qa : 1, &oom);
     e->qscale = xcalloc((size_t)e->T, sizeof(float), &oom);
     e->mask = xcalloc((size_t)e->T, sizeof(float), &oom);
@@ -392,9 +432,12 @@ uint32_t fk_exec_outputs(const fk_exec *e, ftns_tensor *out, uint32_t max) {
         ftns_tensor *t = &out[n];
         memset(t, 0, sizeof *t);
         snprintf(t->name, sizeof t->name, "%s", po->name);
-        t->dtype = FTNS_F32, t->ndim = 3;
-        t->dims[0] = e->B, t->dims[1] = e->S, t->dims[2] = e->plan->bufs[po->buf].cols;
-        t->nbytes = (uint64_t)e->T * t->dims[2] * 4;
+        const int64_t cols = e->plan->bufs[po->buf].cols;
+        t->dtype = FTNS_F32;
+        if (e->plan->bufs[po->buf].rows == FK_BUF_SEQS) /* [B, cols]: the pooler's output */
+            t->ndim = 2, t->dims[0] = e->B, t->dims[1] = cols, t->nbytes = (uint64_t)e->B * cols * 4;
+        else
+            t->ndim = 3, t->dims[0] = e->B, t->dims[1] = e->S, t->dims[2] = cols, t->nbytes = (uint64_t)e->T * cols * 4;
         t->data = e->buf[po->buf];
     }
     return n;

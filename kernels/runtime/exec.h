@@ -46,7 +46,8 @@ int fk_exec_init(fk_exec *e, const fk_plan *plan, const fk_kernels *k, fk_pool *
                  const ftns_file *inputs, char *err, size_t errlen);
 void fk_exec_run(fk_exec *e, fk_prof *prof);
 void fk_exec_free(fk_exec *e);
-/* Borrowed views of the plan outputs as FTNS tensors [B, S, cols] (data points into e). */
+/* Borrowed views of the plan outputs as FTNS tensors [B, S, cols], or [B, cols] for a
+ * per-sequence buffer (data points into e). */
 uint32_t fk_exec_outputs(const fk_exec *e, ftns_tensor *out, uint32_t max);
 double fk_now_ms(void);
 

@@ -36,7 +36,7 @@ uint32_t fk_crc32(const uint8_t *p, size_t n) {
 }
 
 const char *fk_op_kind_name(uint32_t kind) {
-    static const char *names[] = {"?", "Embed", "LayerNorm", "FC", "Gelu", "Add", "Attention", "NoNorm", "Trigram"};
+    static const char *names[] = {"?", "Embed", "LayerNorm", "FC", "Gelu", "Add", "Attention", "NoNorm", "Trigram", "Row"};
     return kind <= FK_OP_MAX ? names[kind] : "?";
 }
 
@@ -90,17 +90,31 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
         if (op->in[i] < -1 || op->in[i] >= (int32_t)p->n_bufs) return fail(err, el, "op %s: bad input buffer", nm);
     for (int i = 0; i < 8; i++)
         if (op->t[i] < -1 || op->t[i] >= (int32_t)p->n_tensors) return fail(err, el, "op %s: bad tensor id", nm);
-    const uint32_t oc = p->bufs[op->out].cols;
+    const uint32_t oc = p->bufs[op->out].cols, orows = p->bufs[op->out].rows;
 #define IN_COLS(i) (op->in[i] >= 0 ? p->bufs[op->in[i]].cols : 0u)
+    /* Row kinds: only Row turns token rows into sequence rows; every other op keeps its
+     * inputs' kind, and the ops that index tokens (embeddings, attention) need token rows. */
+    for (int i = 0; i < 4; i++)
+        if (op->in[i] >= 0 && op->kind != FK_OP_ROW && p->bufs[op->in[i]].rows != orows)
+            return fail(err, el, "op %s: input %d and output rows differ (per token vs per sequence)", nm, i);
+    if (orows != FK_BUF_TOKENS && op->kind != FK_OP_ROW && op->kind != FK_OP_FC && op->kind != FK_OP_ADD &&
+        op->kind != FK_OP_GELU && op->kind != FK_OP_LAYERNORM && op->kind != FK_OP_NONORM)
+        return fail(err, el, "op %s: %s needs per-token rows", nm, fk_op_kind_name(op->kind));
     switch (op->kind) {
+    case FK_OP_ROW:
+        if (op->in[0] < 0 || op->in[0] == op->out || IN_COLS(0) != oc || p->bufs[op->in[0]].rows != FK_BUF_TOKENS ||
+            orows != FK_BUF_SEQS)
+            return fail(err, el, "op %s: Row needs a per-token input and a per-sequence output of %u columns", nm, oc);
+        return 0;
     case FK_OP_EMBED:
         for (int i = 0; i < 4; i++) {
             if (op->t[i] < 0) continue;
             const fk_plan_tensor *t = &p->tensors[op->t[i]];
             if (t->dtype != FK_DT_F32 || t->ndim != 2 || t->dims[1] != oc)
                 return fail(err, el, "op %s: embedding table %d is not f32 [rows, %u]", nm, i, oc);
-            if (op->p[i] >= (int32_t)p->n_inputs || (op->p[i] <= -2 && -(op->p[i] + 2) >= t->dims[0]))
-                return fail(err, el, "op %s: bad index source %d", nm, op->p[i]);
+            if (op->p[i] >= (int32_t)p->n_inputs || (op->p[i] <= -2 && -(op->p[i] + 2) >= t->dims[0]) ||
+                op->p[4 + i] < 0 || (op->p[4 + i] > 0 && (op->p[i] < 0 || op->p[4 + i] > t->dims[0])))
+                return fail(err, el, "op %s: bad index source %d (positions mode %d)", nm, op->p[i], op->p[4 + i]);
         }
         if (op->t[0] < 0) return fail(err, el, "op %s: no embedding table", nm);
         if (op->in[0] >= 0 && (op->in[0] == op->out || IN_COLS(0) != oc))
@@ -129,7 +143,7 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
             return fail(err, el, "op %s: FC shapes do not agree (N=%u K=%u)", nm, N, K);
         if (op->t[1] >= 0 && !want_tensor(p, op->t[1], FK_DT_F32, 4ull * N))
             return fail(err, el, "op %s: bias is not f32 [%u]", nm, N);
-        if (op->p[3] < 0 || op->p[3] > FK_ACT_RELU) return fail(err, el, "op %s: bad activation %d", nm, op->p[3]);
+        if (op->p[3] < 0 || op->p[3] > FK_ACT_GELU_TANH) return fail(err, el, "op %s: bad activation %d", nm, op->p[3]);
         int ok;
         if (op->p[0] == FK_W_F32) ok = want_tensor(p, op->t[0], FK_DT_F32, 4ull * fk_packed_b_f32_size(K, N));
         else if (op->p[0] == FK_W_I8)
@@ -141,7 +155,7 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
         return ok ? 0 : fail(err, el, "op %s: weights do not match type %d, N=%u, K=%u", nm, op->p[0], N, K);
     }
     case FK_OP_GELU:
-        if (op->in[0] < 0 || IN_COLS(0) != oc || op->p[0] < 0 || op->p[0] > 1)
+        if (op->in[0] < 0 || IN_COLS(0) != oc || op->p[0] < 0 || op->p[0] > FK_GELU_TANH)
             return fail(err, el, "op %s: bad Gelu", nm);
         return 0;
     case FK_OP_ADD:
@@ -217,8 +231,9 @@ int fk_plan_load(const char *path, fk_plan *p, char *err, size_t el) {
             return fail_free(p, err, el, "plan %s: tensor %u has bad dtype, dims or placement", path, i);
     }
     for (uint32_t i = 0; i < p->n_bufs; i++)
-        if (p->bufs[i].cols == 0 || p->bufs[i].cols > (1u << 24))
-            return fail_free(p, err, el, "plan %s: buffer %u has %u columns", path, i, p->bufs[i].cols);
+        if (p->bufs[i].cols == 0 || p->bufs[i].cols > (1u << 24) || p->bufs[i].rows > FK_BUF_SEQS)
+            return fail_free(p, err, el, "plan %s: buffer %u has %u columns, row kind %u", path, i, p->bufs[i].cols,
+                             p->bufs[i].rows);
     for (uint32_t i = 0; i < p->n_outputs; i++)
         if (p->outputs[i].buf >= p->n_bufs || !memchr(p->outputs[i].name, 0, FK_NAME))
             return fail_free(p, err, el, "plan %s: output %u is bad", path, i);

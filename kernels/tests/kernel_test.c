@@ -118,6 +118,33 @@ static void test_vec(const fk_kernels *k) {
         free(x), free(y1), free(y2);
     }
     end();
+    begin("tanh_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -12, 12), *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        k->tanh_f32(n, x, y1), fk_tanh_f32_generic(n, x, y2);
+        check("", n, y1, y2, 2e-7f, 1e-6f);
+        memcpy(y1, x, 4 * n); /* in place: the executor runs it on the GEMM's output */
+        k->tanh_f32(n, y1, y1);
+        check("in place", n, y1, y2, 2e-7f, 1e-6f);
+        for (int i = 0; i < n; i++) x[i] *= 0.01f; /* near 0, where e - 1 cancels */
+        k->tanh_f32(n, x, y1), fk_tanh_f32_generic(n, x, y2);
+        check("small", n, y1, y2, 1e-9f, 1e-6f);
+        free(x), free(y1), free(y2);
+    }
+    end();
+    begin("gelu_tanh_f32");
+    for (int l = 0; l < NLENS; l++) {
+        int n = LENS[l];
+        float *x = fvec(n, -10, 10), *y1 = malloc(4 * n), *y2 = malloc(4 * n);
+        k->gelu_tanh_f32(n, x, y1), fk_gelu_tanh_f32_generic(n, x, y2);
+        check("", n, y1, y2, 2e-6f, 2e-6f);
+        memcpy(y1, x, 4 * n);
+        k->gelu_tanh_f32(n, y1, y1);
+        check("in place", n, y1, y2, 2e-6f, 2e-6f);
+        free(x), free(y1), free(y2);
+    }
+    end();
     begin("nonorm_f32");
     for (int l = 0; l < NLENS; l++) {
         int n = LENS[l];

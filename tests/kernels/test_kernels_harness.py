@@ -23,6 +23,8 @@ def test_x86_tables_match_reference(harness_x86: Path) -> None:
         assert f"ok   {table}" in out
     assert "gemm_q4_0" in out and "attention_f32" in out
     assert "relu_f32" in out and "nonorm_f32" in out  # MobileBERT's ReLU and NoNorm
+    # BERT's pooler and ALBERT's tanh GELU
+    assert "ok   avx2     tanh_f32" in out and "ok   avx2     gelu_tanh_f32" in out
 
 
 def _host_has(flag: str) -> bool:
@@ -52,6 +54,7 @@ def test_neon_and_dotprod_tables_under_qemu(harness_arm: Path) -> None:
     for table in ("dotprod", "neon", "generic"):
         assert f"ok   {table}" in out
     assert "ok   neon     nonorm_f32" in out and "ok   dotprod  relu_f32" in out
+    assert "ok   neon     tanh_f32" in out and "ok   dotprod  gelu_tanh_f32" in out
 
 
 @pytest.mark.aarch64

@@ -47,7 +47,8 @@ def _python_enum(prefix: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize(("prefix", "python_prefix"), [
-    ("FK_W", "W_"), ("FK_ACT", "ACT_"), ("FK_ROLE", "ROLE_"),
+    ("FK_W", "W_"), ("FK_ACT", "ACT_"), ("FK_ROLE", "ROLE_"), ("FK_BUF", "BUF_"),
+    ("FK_GELU", "GELU_"),
 ])
 def test_enums_agree(prefix: str, python_prefix: str) -> None:
     python = _python_enum(python_prefix)

@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from farm.build.custom import weights as W
-from farm.build.custom.plan_format import OP_FC, W_F32, W_I8, W_Q4_0, Plan, PlanOp
+from farm.build.custom.plan_format import (
+    BUF_SEQS,
+    BUF_TOKENS,
+    OP_FC,
+    W_F32,
+    W_I8,
+    W_Q4_0,
+    Plan,
+    PlanOp,
+)
 
 
 @dataclass
@@ -80,6 +89,7 @@ class Ir:
     outputs: list[tuple[str, int]] = field(default_factory=list)  # (name, value id)
     cols: list[int] = field(default_factory=list)                 # per value id
     ops: list[IrOp] = field(default_factory=list)
+    seq_values: set[int] = field(default_factory=set)  # one row per sequence (after OP_ROW)
 
     def new_value(self, cols: int) -> int:
         self.cols.append(int(cols))
@@ -89,7 +99,12 @@ class Ir:
 def finalize(ir: Ir, assign: dict[int, int], n_bufs_cols: list[int],
              features: set[str]) -> Plan:
     """Plan with tensors laid out for the kernels and values mapped to physical buffers."""
-    plan = Plan(inputs=list(ir.inputs), bufs=list(n_bufs_cols), features=set(features))
+    rows = [BUF_TOKENS] * len(n_bufs_cols)
+    for v in ir.seq_values:
+        if v in assign:
+            rows[assign[v]] = BUF_SEQS  # allocate() never shares a buffer across row kinds
+    plan = Plan(inputs=list(ir.inputs), bufs=list(n_bufs_cols), buf_rows=rows,
+                features=set(features))
     plan.outputs = [(name, assign[v]) for name, v in ir.outputs]
     for op in ir.ops:
         tens: list[int | None] = []

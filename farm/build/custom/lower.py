@@ -8,8 +8,10 @@ on activations are dropped, DequantizeLinear of constant int8 weights keeps them
 int8 GEMM: qdq.py), bias Add,
 LayerNormalization (with a residual Add fused), GELU as Gelu or the erf chain
 Div/Erf/Add/Mul/Mul, attention as Reshape/Transpose/MatMul/Div|Mul/Add(mask)/Softmax/MatMul/
-Transpose/Reshape, Identity, and any node whose inputs are all constant (folded with onnx's
-reference evaluator). Anything else raises BuildError naming the node and its operator.
+Transpose/Reshape, Identity, BERT's pooler (row Gather, FC, Tanh) and ALBERT's tanh GELU
+(lower_pooler.py), RoBERTa's position ids (lower_roberta.py), and any node whose inputs are all
+constant (folded with onnx's reference evaluator). Anything else raises BuildError naming the
+node and its operator.
 """
 
 from __future__ import annotations
@@ -21,14 +23,18 @@ from onnx import numpy_helper
 from farm.build.custom import weights as W
 from farm.build.custom.ir import FcWeights, Ir, IrOp
 from farm.build.custom.lower_mobilebert import emit_nonorm
+from farm.build.custom.lower_roberta import PadPositions
 from farm.build.custom.plan_format import (
     ACT_GELU,
     ACT_GELU_TAB,
     ACT_NONE,
+    GELU_TANH,
     OP_ADD,
+    OP_ATTENTION,
     OP_EMBED,
     OP_FC,
     OP_GELU,
+    OP_TRIGRAM,
     ROLE_IDS,
     ROLE_MASK,
     ROLE_OTHER,
@@ -104,7 +110,13 @@ class Lowerer:
         return float(a.reshape(-1)[0]) if a is not None and a.size == 1 else None
 
     def emit(self, kind: int, name: str, ins: list[int], cols: int, **kw) -> int:
+        seq = [v in self.ir.seq_values for v in ins if v >= 0]
+        if any(seq) and (not all(seq) or kind in (OP_EMBED, OP_ATTENTION, OP_TRIGRAM)):
+            raise self.fail("mixes one-row-per-sequence values (after the pooler's row "
+                            "Gather) with per-token ones")
         out = self.ir.new_value(cols)
+        if any(seq):
+            self.ir.seq_values.add(out)
         self.ir.ops.append(IrOp(kind, name, ins, out, **kw))
         return out
 
@@ -124,8 +136,11 @@ class Lowerer:
             ins = [] if v.base is None else [self.act(v.base)]
             if len(arrays) > 4:
                 raise self.fail(f"{len(arrays)} embedding terms, the executor sums at most 4")
+            srcs = [s.slot if isinstance(s, PadPositions) else s for _, s in v.terms]
+            pads = [s.pad + 1 if isinstance(s, PadPositions) else 0 for _, s in v.terms]
+            params = srcs + [0] * (4 - len(srcs)) + pads if any(pads) else srcs
             return self.emit(OP_EMBED, v.name, ins, v.terms[0][0].shape[1], arrays=arrays,
-                             params=[s for _, s in v.terms])
+                             params=params)
         if isinstance(v, Affine):  # NoNorm's Mul with no bias Add after it
             return emit_nonorm(self, v, np.zeros_like(v.gamma), v.name)
         if isinstance(v, Lin):
@@ -135,8 +150,9 @@ class Lowerer:
             return self.emit(OP_ADD, v.name, [v.a, v.b], self.ir.cols[v.a])
         if isinstance(v, Gelu):
             x = self.act(self.get(v.u))
+            mode = GELU_TANH if v.tanh else int(self.gelu_act == ACT_GELU_TAB)
             return self.emit(OP_GELU, self.node.name if self.node else "gelu", [x],
-                             self.ir.cols[x], params=[int(self.gelu_act == ACT_GELU_TAB)])
+                             self.ir.cols[x], params=[mode])
         raise self.fail(f"needs an activation but got {type(v).__name__}")
 
     def fc(self, x: object, w: np.ndarray) -> Lin:
@@ -237,6 +253,8 @@ class Lowerer:
         op_Transpose,
         op_Unsqueeze,
     )
+    from farm.build.custom.lower_pooler import op_Pow, op_Tanh
+    from farm.build.custom.lower_roberta import op_CumSum, op_Equal, op_Not
 
 
 def lower(model: onnx.ModelProto, quant: str | None = None, gelu: str = "erf") -> Ir:

@@ -78,7 +78,8 @@ def op_Slice(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     starts, ends = _int_list(ins[1]), _int_list(ins[2])
     axes = _int_list(ins[3]) if len(ins) > 3 and ins[3] is not None else [0]
     steps = _int_list(ins[4]) if len(ins) > 4 and ins[4] is not None else [1]
-    one_table = isinstance(x, Embed) and len(x.terms) == 1 and x.base is None and x.terms[0][1] >= 0
+    one_table = (isinstance(x, Embed) and len(x.terms) == 1 and x.base is None
+                 and isinstance(x.terms[0][1], int) and x.terms[0][1] >= 0)  # an ids input
     if one_table and axes in ([1], [-2]) and steps == [1] and starts is not None and ends:
         if starts == [1] and ends[0] >= INT64_MAX // 2:
             return Shift(x, +1, False)  # x[:, 1:]: token i reads token i+1

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from farm.build.custom import lower_mobilebert as mobilebert
+from farm.build.custom import lower_pooler as pooler
+from farm.build.custom import lower_roberta as roberta
 from farm.build.custom import weights as W
 from farm.build.custom.ir import FcWeights
 from farm.build.custom.plan_format import (
@@ -76,6 +78,12 @@ def op_Gather(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
         if any(a.name == "axis" and a.i != 0 for a in node.attribute) or table.arr.ndim != 2:
             raise self.fail("only row gathers from a 2-D table are supported")
         return Embed(((table.arr.astype(np.float32), idx.slot),), node.name)
+    if isinstance(table, Const) and (src := roberta.gather_source(idx)) is not None:
+        if any(a.name == "axis" and a.i != 0 for a in node.attribute) or table.arr.ndim != 2:
+            raise self.fail("only row gathers from a 2-D table are supported")
+        return Embed(((table.arr.astype(np.float32), src),), node.name)
+    if (v := pooler.row_gather(self, node, ins, ACTIVATIONS)) is not None:
+        return v
     raise self.fail("only Gather(constant table, int input) is supported")
 
 
@@ -104,6 +112,10 @@ def op_Add(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
         return GeluPart(p[0].u, "erf1")
     if (p := _pair(ins, MaskFn, Const)) is not None and (c := _scalar(p[1])) is not None:
         return MaskFn(p[0].slot, p[0].v0 + c, p[0].v1 + c)
+    if (v := pooler.add_pattern(self, node, ins)) is not None:
+        return v
+    if (v := roberta.add_pattern(ins)) is not None:
+        return v
     if all(isinstance(v, ACTIVATIONS) for v in ins):
         a, b = self.act(ins[0]), self.act(ins[1])
         if self.ir.cols[a] != self.ir.cols[b]:
@@ -147,6 +159,10 @@ def op_Mul(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     p = _pair(ins, GeluPart, Const)
     if p is not None and p[0].stage == "mul" and _scalar(p[1]) == 0.5:
         return _gelu_of(self, p[0].u)
+    if (v := pooler.mul_pattern(self, node, ins, ACTIVATIONS)) is not None:
+        return v
+    if (v := roberta.mul_pattern(ins)) is not None:
+        return v
     if (v := mobilebert.mul_pattern(self, node, ins, ACTIVATIONS)) is not None:
         return v
     raise self.fail("this Mul pattern is not supported")
@@ -181,11 +197,14 @@ def op_Gelu(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
 
 def op_Cast(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     x = ins[0]
+    if (v := roberta.cast_pattern(ins)) is not None:
+        return v
     if isinstance(x, Input):
         return MaskFn(x.slot, 0.0, 1.0)
     if isinstance(x, (MaskFn, IntMatMul)):
         return x
-    raise self.fail("Cast is supported only on the mask input and MatMulInteger results")
+    raise self.fail("Cast is supported only on the mask input, MatMulInteger results and "
+                    "RoBERTa's position ids")
 
 
 def op_Unsqueeze(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:

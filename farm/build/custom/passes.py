@@ -92,15 +92,18 @@ def allocate(ir: Ir) -> tuple[dict[int, int], list[int]]:
     pinned = {v for _, v in ir.outputs}
     assign: dict[int, int] = {}
     cols: list[int] = []
+    seqs: list[bool] = []
     free: list[int] = []
     for i, op in enumerate(ir.ops):
-        need = ir.cols[op.out]
-        # Buffers carry their width (the executor's row stride), so reuse needs equal widths.
-        fits = [b for b in free if cols[b] == need]
+        need, seq = ir.cols[op.out], op.out in ir.seq_values
+        # Buffers carry their width (the executor's row stride) and row kind (per token or
+        # per sequence), so reuse needs both equal.
+        fits = [b for b in free if cols[b] == need and seqs[b] == seq]
         if fits:
             buf = fits[0]
         else:
             cols.append(need)
+            seqs.append(seq)
             buf = len(cols) - 1
         if buf in free:
             free.remove(buf)

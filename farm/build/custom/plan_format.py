@@ -28,11 +28,15 @@ OP_NAME_LEN = 64
 
 OP_EMBED, OP_LAYERNORM, OP_FC, OP_GELU, OP_ADD, OP_ATTENTION = 1, 2, 3, 4, 5, 6
 OP_NONORM, OP_TRIGRAM = 7, 8  # MobileBERT: NoNorm after a residual; the trigram embedding input
+OP_ROW = 9  # one token's row per sequence (BERT's pooler reads [CLS]); p0 its position
 OP_NAMES = {OP_EMBED: "Embed", OP_LAYERNORM: "LayerNorm", OP_FC: "FC", OP_GELU: "Gelu",
             OP_ADD: "Add", OP_ATTENTION: "Attention", OP_NONORM: "NoNorm",
-            OP_TRIGRAM: "Trigram"}
+            OP_TRIGRAM: "Trigram", OP_ROW: "Row"}
 W_F32, W_I8, W_Q4_0 = 0, 1, 2
 ACT_NONE, ACT_GELU, ACT_GELU_TAB, ACT_RELU = 0, 1, 2, 3
+ACT_TANH, ACT_GELU_TANH = 4, 5  # run as a row pass after the GEMM (the pooler; ALBERT's gelu_new)
+GELU_ERF, GELU_TABLE, GELU_TANH = 0, 1, 2  # OP_GELU's p0
+BUF_TOKENS, BUF_SEQS = 0, 1  # a buffer's rows: one per token, or one per sequence (after OP_ROW)
 ROLE_IDS, ROLE_MASK, ROLE_TYPE, ROLE_OTHER = 0, 1, 2, 3
 SRC_POSITION = -1  # EMBED source: the token's position; >= 0 input slot; <= -2 fixed row
 
@@ -73,6 +77,7 @@ class Plan:
     inputs: list[tuple[str, int]] = field(default_factory=list)   # (name, role)
     outputs: list[tuple[str, int]] = field(default_factory=list)  # (name, buffer)
     bufs: list[int] = field(default_factory=list)                 # columns per buffer
+    buf_rows: list[int] = field(default_factory=list)             # BUF_* per buffer
     tensors: list[np.ndarray] = field(default_factory=list)
     ops: list[PlanOp] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
@@ -83,8 +88,9 @@ class Plan:
         self.tensors.append(np.ascontiguousarray(arr))
         return len(self.tensors) - 1
 
-    def add_buf(self, cols: int) -> int:
+    def add_buf(self, cols: int, rows: int = BUF_TOKENS) -> int:
         self.bufs.append(int(cols))
+        self.buf_rows += [BUF_TOKENS] * (len(self.bufs) - 1 - len(self.buf_rows)) + [rows]
         return len(self.bufs) - 1
 
 
@@ -110,8 +116,9 @@ def serialize(plan: Plan) -> bytes:
         body += _INPUT.pack(_name(name, NAME_LEN), role, 0)
     for name, buf in plan.outputs:
         body += _OUTPUT.pack(_name(name, NAME_LEN), buf, 0)
-    for cols in plan.bufs:
-        body += _BUF.pack(cols, 0)
+    rows = plan.buf_rows + [BUF_TOKENS] * (len(plan.bufs) - len(plan.buf_rows))
+    for cols, kind in zip(plan.bufs, rows, strict=True):
+        body += _BUF.pack(cols, kind)
     meta_end = HEADER_SIZE + len(body) + len(plan.tensors) * _TENSOR.size + len(plan.ops) * _OP.size
     offset = (meta_end + 63) // 64 * 64
     records, data = bytearray(), bytearray()

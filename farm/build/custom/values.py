@@ -131,6 +131,7 @@ class GeluPart:
 @dataclass(frozen=True)
 class Gelu:
     u: str
+    tanh: bool = False  # gelu_new (lower_pooler.py), else the erf GELU
 
 
 @dataclass(frozen=True)
