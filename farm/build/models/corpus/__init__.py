@@ -3,6 +3,10 @@
 
 NAME = ``{family}-opset{11|14|17|18}-{fixed|dynamic}[+ortopt][+qdynamic|+qdq|+q4][@small]``
 - family: bert, distilbert, roberta, albert (torchscript.py says which exporter pattern);
+  ``mobilebert``: the real MobileBERT graph (mobilebert.py), opset 14 or 17, FIXED axes
+  only (``mobilebert-opset{14|17}-fixed[+qdynamic|+qdq|+q4][@small]``, no ``+ortopt``;
+  mobilebert_export.py says what is not reproduced); bench size is the `mobilebert`
+  preset's (24 layers, hidden 512, seq 128), ``@small`` 2 layers, hidden 64, seq 16;
 - ``+ortopt``: ORT's transformer optimizer run on it, the real tool
   (`onnxruntime.transformers.optimizer.optimize_model(model_type="bert", opt_level=0)`: its
   Python fusion passes; level 1 first runs an ORT session pass that imports torch);
@@ -24,6 +28,8 @@ from pathlib import Path
 
 import onnx
 
+from farm.build.models.corpus import mobilebert_export
+from farm.build.models.corpus.mobilebert_config import MobileBertConfig
 from farm.build.models.corpus.torchscript import BENCH, FAMILIES, SMALL, Dims, export
 from farm.errors import BuildError
 
@@ -42,24 +48,40 @@ def names(size: str = "@small") -> list[str]:
             for axes in ("fixed", "dynamic"):
                 base = f"{fam}-opset{opset}-{axes}"
                 out += [base + t + size for t in ("", "+ortopt", "+qdynamic", "+qdq", "+q4")]
+    for opset in mobilebert_export.OPSETS:
+        out += [f"mobilebert-opset{opset}-fixed{t}{size}" for t in ("", "+qdynamic", "+qdq", "+q4")]
     return out
 
 
 def _hint() -> str:
     return ("use corpus:{bert|distilbert|roberta|albert}-opset{11|14|17|18}-{fixed|dynamic}"
-            "[+ortopt][+qdynamic|+qdq|+q4][@small]")
+            "[+ortopt][+qdynamic|+qdq|+q4][@small] or "
+            "corpus:mobilebert-opset{14|17}-fixed[+qdynamic|+qdq|+q4][@small]")
 
 
-def parse(name: str) -> tuple[str, int, bool, list[str], Dims]:
+def parse(name: str) -> tuple[str, int, bool, list[str], Dims | MobileBertConfig]:
     m = _NAME.match(name)
-    if not m or m["family"] not in FAMILIES or int(m["opset"]) not in OPSETS:
+    mobilebert = m is not None and m["family"] == "mobilebert"
+    if not m or not (mobilebert or m["family"] in FAMILIES):
         raise BuildError(f"unknown corpus model {name!r}", hint=_hint())
+    opset, dynamic = int(m["opset"]), m["axes"] == "dynamic"
     tools = [t for t in m["tools"].split("+") if t]
     if sum(t in QUANT_TOOLS for t in tools) > 1 or tools.count("ortopt") > 1:
         raise BuildError(f"corpus model {name!r}: at most one quantizer and one ortopt",
                          hint=_hint())
+    if mobilebert:
+        if opset not in mobilebert_export.OPSETS or dynamic or "ortopt" in tools:
+            raise BuildError(
+                f"corpus model {name!r}: MobileBERT is reproduced at opset 14 or 17 with fixed "
+                "axes and without ORT's optimizer (farm/build/models/corpus/"
+                "mobilebert_export.py says why)", hint=_hint())
+        small = m["size"] == "@small"
+        return "mobilebert", opset, False, tools, (mobilebert_export.SMALL if small
+                                                   else mobilebert_export.BENCH)
+    if opset not in OPSETS:
+        raise BuildError(f"unknown corpus model {name!r}", hint=_hint())
     dims = SMALL if m["size"] == "@small" else BENCH
-    return m["family"], int(m["opset"]), m["axes"] == "dynamic", tools, dims
+    return m["family"], opset, dynamic, tools, dims
 
 
 def _key(name: str) -> str:
@@ -92,10 +114,14 @@ def corpus_model(name: str, out_dir: Path) -> Path:
     if final.is_file():
         return final
     path = out_dir / f".corpus-{safe}-{_key(name)}-fp32.onnx"
-    onnx.save(export(family, dims, opset, dynamic), str(path))
+    if isinstance(dims, MobileBertConfig):
+        onnx.save(mobilebert_export.export_mobilebert(dims, opset), str(path))
+    else:
+        onnx.save(export(family, dims, opset, dynamic), str(path))
     for tool in tools:
         nxt = path.with_name(path.stem + f"-{tool}.onnx")
         if tool == "ortopt":
+            assert isinstance(dims, Dims)  # parse refuses +ortopt for mobilebert
             _ortopt(path, nxt, dims)
         else:
             from farm.build.models.build import CALIBRATION_SEEDS
