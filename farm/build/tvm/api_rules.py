@@ -86,6 +86,19 @@ def _pack_weight(sch: s_tir.Schedule, main: Any, n_s: int, tj: int,
     return False
 
 
+
+def _one_reduction(func: tirx.PrimFunc) -> tuple[s_tir.Schedule, list[Any], Any] | None:
+    """(schedule, normalised block infos, the one reduction block) of a function with
+    exactly one reduction block (the GEMM and the full-reduction rules start here)."""
+    sch = s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    if not infos:
+        return None
+    reductions = [b for b in infos if not b.is_injective()]
+    if len(reductions) != 1:
+        return None
+    return sch, infos, reductions[0]
+
 class CpuMatmul(CPUScheduleRule):
     """Register-tiled, vectorised, parallel schedule for (batched) matmul kernels."""
 
@@ -99,14 +112,10 @@ class CpuMatmul(CPUScheduleRule):
 
     def _schedule(self, func: tirx.PrimFunc, target: Target, *,
                   pack: bool) -> s_tir.Schedule | None:
-        sch = s_tir.Schedule(func)
-        infos = normalize_prim_func(sch)
-        if not infos:
+        found = _one_reduction(func)
+        if found is None:
             return None
-        reductions = [b for b in infos if not b.is_injective()]
-        if len(reductions) != 1:
-            return None
-        main = reductions[0]
+        sch, infos, main = found
         kinds = main.dom_kind()
         n_s = len(kinds) - len(kinds.lstrip("S"))
         if n_s < 2 or set(kinds[n_s:]) != {"R"}:
@@ -209,14 +218,10 @@ class CpuFullReduction(CPUScheduleRule):
     def apply(self, func: tirx.PrimFunc, target: Target, _tunable: bool):  # type: ignore[override]
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
             return None
-        sch = s_tir.Schedule(func)
-        infos = normalize_prim_func(sch)
-        if not infos:
+        found = _one_reduction(func)
+        if found is None:
             return None
-        reductions = [b for b in infos if not b.is_injective()]
-        if len(reductions) != 1:
-            return None
-        main = reductions[0]
+        sch, infos, main = found
         # no spatial axis but unit ones (normalisation keeps a 1-extent leading axis)
         if "R" not in main.dom_kind() or any(
                 it.kind == "S" and get_extent(sch, it.loop_rv) != 1 for it in main.iters):
