@@ -253,7 +253,9 @@ def test_clean_start_after_a_killed_agent(workdir: Path) -> None:
     assert json.loads(first.stdout.readline())["ev"]["ev"] == "loaded"
     helper_file = workdir / "forker.pid.helper"
     deadline = time.monotonic() + 10
-    while not helper_file.exists() and time.monotonic() < deadline:
+    # the runner creates the file, then writes the pid: wait for the pid, not the file
+    while time.monotonic() < deadline and not (
+            helper_file.exists() and helper_file.read_text().strip()):
         time.sleep(0.05)
     helper = int(helper_file.read_text())
     first.send_signal(signal.SIGKILL)
