@@ -35,7 +35,7 @@ def test_session_options_read_back_and_default_config(tmp_path: Path, tiny_dir: 
     assert options["intra_op_num_threads"] == 2 and options["inter_op_num_threads"] == 1
     assert "BASIC" in options["graph_optimization_level"]
     assert "SEQUENTIAL" in options["execution_mode"]
-    assert info["session_config"] == {"session.intra_op.allow_spinning": "0"}
+    assert info["session_config"] == {"session.intra_op.allow_spinning": "1"}
     assert info["quantizer"] is None  # an fp32 file names no quantizer
 
 
