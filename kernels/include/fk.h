@@ -125,7 +125,14 @@ typedef struct fk_kernels {
      * Both run as a row pass after the GEMM (y may equal x), not as a GEMM epilogue. */
     void (*tanh_f32)(int n, const float *x, float *y);
     void (*gelu_tanh_f32)(int n, const float *x, float *y);
+    /* Register blocking of gemm_f32, gemm_i8, gemm_q4_0 (index FK_GEMM_*): rows and columns
+     * one micro-kernel call covers. The executor cuts a GEMM into tasks on these boundaries:
+     * a cut inside a block recomputes the whole block (padded rows/columns), so unaligned
+     * tasks cost more work than the GEMM itself. */
+    int gemm_rows[3], gemm_cols[3];
 } fk_kernels;
+
+enum { FK_GEMM_F32, FK_GEMM_I8, FK_GEMM_Q4 };
 
 /* CPU features, arch-neutral bit numbers (the plan file stores the same bits). */
 #define FK_FEAT_AVX2      (1ull << 0)

@@ -30,7 +30,7 @@ typedef struct {
     fk_gemm_args g;
     int wtype;
     int row_chunks; /* GEMM: row chunks; attention: query rows per task */
-    int col_chunks, col_unit;
+    int col_chunks, col_unit, row_unit; /* GEMM: chunks cut on row_unit x col_unit blocks */
 } task_ctx;
 
 static float *B_(const fk_exec *e, int id) { return id < 0 ? NULL : e->buf[id]; }
@@ -132,7 +132,10 @@ static void run_task(void *vctx, int task, int thread) {
         break;
     case S_GEMM: {
         int rc = task % c->row_chunks, cc = task / c->row_chunks;
-        int m0 = (int)((int64_t)c->g.M * rc / c->row_chunks), m1 = (int)((int64_t)c->g.M * (rc + 1) / c->row_chunks);
+        int row_blocks = (c->g.M + c->row_unit - 1) / c->row_unit;
+        int m0 = (int)((int64_t)row_blocks * rc / c->row_chunks) * c->row_unit;
+        int m1 = (int)((int64_t)row_blocks * (rc + 1) / c->row_chunks) * c->row_unit;
+        if (m1 > c->g.M) m1 = c->g.M;
         int units = (c->g.N + c->col_unit - 1) / c->col_unit;
         int n0 = (int)((int64_t)units * cc / c->col_chunks) * c->col_unit;
         int n1 = (int)((int64_t)units * (cc + 1) / c->col_chunks) * c->col_unit;
@@ -212,6 +215,33 @@ static void rows_pass(fk_exec *e, task_ctx *c, enum step s) {
         fk_pool_run(e->pool, tasks, run_task, c);
 }
 
+static int k_rows(const fk_kernels *k, int kind) { return k->gemm_rows[kind] > 0 ? k->gemm_rows[kind] : 1; }
+/* Column chunks stay on whole FK_NR-column weight panels (every weight type is packed in
+ * them), so no two tasks ever write the same column. */
+static int k_cols(const fk_kernels *k, int kind) {
+    const int c = k->gemm_cols[kind];
+    return c > 0 && c % FK_NR == 0 ? c : FK_NR;
+}
+
+/* A GEMM's tasks: row_chunks x col_chunks, cut on the kernel's register blocks. Every task
+ * packs its own rows of A, so a column cut repeats that packing (worth about one FK_NR panel
+ * of compute, measured at K = 128 and 512) and a cut inside a block recomputes the block.
+ * The choice minimises the modelled time of the slowest thread: ceil(tasks / threads) x the
+ * largest task's rows x (its columns + one panel); ties go to fewer tasks. One thread: one
+ * task. (The previous fixed 2 x 4 split at 2 threads did 1.3-1.6x the work of one call.) */
+static void gemm_split(int M, int N, int row_unit, int col_unit, int nth, int *row_chunks, int *col_chunks) {
+    const int rb = (M + row_unit - 1) / row_unit, cb = (N + col_unit - 1) / col_unit, max_tasks = 4 * nth;
+    double best = -1;
+    *row_chunks = *col_chunks = 1;
+    for (int rc = 1; rc <= rb && rc <= max_tasks; rc++)
+        for (int cc = 1; cc <= cb && rc * cc <= max_tasks; cc++) {
+            const int rounds = (rc * cc + nth - 1) / nth;
+            const double rows = (double)((rb + rc - 1) / rc) * row_unit, cols = (double)((cb + cc - 1) / cc) * col_unit;
+            const double t = rounds * rows * (cols + FK_NR);
+            if (best < 0 || t < best) best = t, *row_chunks = rc, *col_chunks = cc;
+        }
+}
+
 static void run_fc(fk_exec *e, task_ctx *c) {
     const fk_op *op = c->op;
     const int N = op->p[1], K = op->p[2], nth = fk_pool_size(e->pool), M = c->rows;
@@ -239,12 +269,9 @@ static void run_fc(fk_exec *e, task_ctx *c) {
         g->epi = FK_EPI_NONE;
         g->c = (g->bias || act) ? e->tmp1 : out;
     }
-    /* Enough tasks for balance; column chunks aligned to whole FK_NR-column weight panels
-     * (every weight type is packed in them), so no two tasks ever write the same column. */
-    c->col_unit = FK_NR;
-    int units = (N + c->col_unit - 1) / c->col_unit;
-    c->row_chunks = M >= 64 * nth ? nth : (M >= 32 ? 2 : 1);
-    c->col_chunks = nth == 1 ? 1 : units < 2 * nth ? units : 2 * nth;
+    const int kind = c->wtype == FK_W_F32 ? FK_GEMM_F32 : c->wtype == FK_W_I8 ? FK_GEMM_I8 : FK_GEMM_Q4;
+    c->row_unit = k_rows(e->k, kind), c->col_unit = k_cols(e->k, kind);
+    gemm_split(M, N, c->row_unit, c->col_unit, nth, &c->row_chunks, &c->col_chunks);
     c->step = S_GEMM;
     fk_pool_run(e->pool, c->row_chunks * c->col_chunks, run_task, c);
     if (e->fused && (act == FK_ACT_TANH || act == FK_ACT_GELU_TANH)) { /* no epilogue: a pass over C */
@@ -282,9 +309,12 @@ static void run_attention(fk_exec *e, task_ctx *c) {
         for (int t = 0; t < e->T; t++) e->mask[t] = m[t] ? op->f[2] : op->f[1];
     }
     c->y = B_(e, op->out);
-    /* Query rows per task: whole heads when there are enough (each task packs its head's K
-     * and V once), else split rows so every thread gets about four tasks. */
-    int per_head = (4 * fk_pool_size(e->pool) + e->B * H - 1) / (e->B * H);
+    /* Query rows per task: whole heads when they share out evenly or are many (each task
+     * packs its head's K and V, which at head dim 32 costs about a third of a 64-row half
+     * head: splitting MobileBERT's 4 heads over 2 threads into 8 half heads cost more than it
+     * balanced), else split rows so every thread gets about four tasks. */
+    const int nth = fk_pool_size(e->pool), heads = e->B * H;
+    int per_head = heads % nth == 0 || heads >= 4 * nth ? 1 : (4 * nth + heads - 1) / heads;
     int rows = (S + per_head - 1) / per_head;
     c->row_chunks = rows < 16 ? (S < 16 ? S : 16) : rows;
     int tasks = e->B * H * ((S + c->row_chunks - 1) / c->row_chunks);

@@ -34,12 +34,26 @@ def _close(got: np.ndarray, want: np.ndarray, variant: str) -> None:
 
 
 @pytest.mark.parametrize("variant", ["fp32", "int8-dynamic", "int4"])
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 3])
 def test_matches_ort(tiny, tmp_path, exe_x86, variant, threads) -> None:
     model, plan = _plan(tiny, tmp_path, variant)
     res = run_exec(exe_x86, plan, model, tmp_path, "--threads", str(threads))
     assert res.rc == 0, res.stderr
     _close(res.output(), ort_outputs(model, int8_compute=variant == "int4"), variant)
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8-dynamic", "int4"])
+def test_outputs_do_not_depend_on_the_thread_count(tiny, tmp_path, exe_x86, variant) -> None:
+    """Tasks cut rows and columns, never the k sum: every thread count gives the same bits,
+    so a verdict cannot move with --threads."""
+    model, plan = _plan(tiny, tmp_path, variant)
+    outs = []
+    for threads in (1, 2, 3, 5):
+        res = run_exec(exe_x86, plan, model, tmp_path, "--threads", str(threads))
+        assert res.rc == 0, res.stderr
+        outs.append(res.output())
+    for other in outs[1:]:
+        assert np.array_equal(outs[0], other)
 
 
 @pytest.mark.parametrize("variant", ["fp32", "int8-dynamic", "int4"])
