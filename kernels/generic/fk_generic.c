@@ -279,5 +279,5 @@ const fk_kernels fk_kernels_generic = {
     fk_gemm_f32_generic, fk_gemm_i8_generic, fk_gemm_q4_0_generic, fk_attention_f32_generic,
     fk_fma_loop_generic, fk_relu_f32_generic, fk_nonorm_f32_generic,
     fk_tanh_f32_generic, fk_gelu_tanh_f32_generic,
-    {1, 1, 1}, {FK_NR, FK_NR, FK_NR}, /* row at a time: any row cut is free */
+    {1, 1, 1}, {FK_NR, FK_NR, FK_NR}, {{0, 0}, {0, 0}, {0, 0}}, /* row at a time: any row cut is free */
 };

@@ -128,8 +128,12 @@ typedef struct fk_kernels {
     /* Register blocking of gemm_f32, gemm_i8, gemm_q4_0 (index FK_GEMM_*): rows and columns
      * one micro-kernel call covers. The executor cuts a GEMM into tasks on these boundaries:
      * a cut inside a block recomputes the whole block (padded rows/columns), so unaligned
-     * tasks cost more work than the GEMM itself. */
+     * tasks cost more work than the GEMM itself. gemm_cut: what a task costs beyond its
+     * rows x columns of compute, per row (packing its rows of A: repeated when columns are
+     * cut) and per column (streaming its columns of W: repeated when rows are cut), in units
+     * of one row x column; measured per table on 2-way cuts (runtime/exec.c, gemm_split). */
     int gemm_rows[3], gemm_cols[3];
+    short gemm_cut[3][2];
 } fk_kernels;
 
 enum { FK_GEMM_F32, FK_GEMM_I8, FK_GEMM_Q4 };

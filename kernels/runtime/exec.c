@@ -31,6 +31,7 @@ typedef struct {
     int wtype;
     int row_chunks; /* GEMM: row chunks; attention: query rows per task */
     int col_chunks, col_unit, row_unit; /* GEMM: chunks cut on row_unit x col_unit blocks */
+    int task_rows; /* row passes: rows per task */
 } task_ctx;
 
 static float *B_(const fk_exec *e, int id) { return id < 0 ? NULL : e->buf[id]; }
@@ -54,7 +55,7 @@ static void run_task(void *vctx, int task, int thread) {
     const fk_op *op = c->op;
     const fk_kernels *k = e->k;
     const int S = e->S, H = op->p[0], D = op->p[1];
-    int r0 = task * ROWS_PER_TASK, r1 = r0 + ROWS_PER_TASK;
+    int r0 = task * c->task_rows, r1 = r0 + c->task_rows;
     if (r1 > c->rows) r1 = c->rows;
     switch (c->step) {
     case S_EMBED:
@@ -202,17 +203,19 @@ static void mark(fk_exec *e, const fk_op *op, const char *suffix, const char *ca
 }
 
 /* Row-wise passes this small (LayerNorm, embedding, quantisation of a 128 x 128 activation: a
- * few microseconds) run on the calling thread: handing them to a worker costs more than they
- * do, and on a shared machine each hand-off is a chance to wait for a descheduled thread. */
-#define SERIAL_ELEMS 32768
+ * few microseconds) get one task per thread, in row order: the pool hands the first rows to
+ * the caller and the last to the workers, as it did for the GEMM that wrote them, so each
+ * thread reads rows from its own cache (run serially on the caller, they read half their
+ * input from the other core and ran slower at 2 threads than at 1). Larger passes are cut
+ * into ROWS_PER_TASK-row tasks for balance. */
+#define SMALL_PASS_ELEMS 32768
 
 static void rows_pass(fk_exec *e, task_ctx *c, enum step s) {
-    const int tasks = (c->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+    const int nth = fk_pool_size(e->pool);
     c->step = s;
-    if ((size_t)c->rows * (size_t)c->cols <= SERIAL_ELEMS)
-        for (int t = 0; t < tasks; t++) run_task(c, t, 0);
-    else
-        fk_pool_run(e->pool, tasks, run_task, c);
+    c->task_rows = (size_t)c->rows * (size_t)c->cols <= SMALL_PASS_ELEMS ? (c->rows + nth - 1) / nth : ROWS_PER_TASK;
+    if (c->task_rows < 1) c->task_rows = 1;
+    fk_pool_run(e->pool, (c->rows + c->task_rows - 1) / c->task_rows, run_task, c);
 }
 
 static int k_rows(const fk_kernels *k, int kind) { return k->gemm_rows[kind] > 0 ? k->gemm_rows[kind] : 1; }
@@ -223,13 +226,16 @@ static int k_cols(const fk_kernels *k, int kind) {
     return c > 0 && c % FK_NR == 0 ? c : FK_NR;
 }
 
-/* A GEMM's tasks: row_chunks x col_chunks, cut on the kernel's register blocks. Every task
- * packs its own rows of A, so a column cut repeats that packing (worth about one FK_NR panel
- * of compute, measured at K = 128 and 512) and a cut inside a block recomputes the block.
- * The choice minimises the modelled time of the slowest thread: ceil(tasks / threads) x the
- * largest task's rows x (its columns + one panel); ties go to fewer tasks. One thread: one
- * task. (The previous fixed 2 x 4 split at 2 threads did 1.3-1.6x the work of one call.) */
-static void gemm_split(int M, int N, int row_unit, int col_unit, int nth, int *row_chunks, int *col_chunks) {
+/* A GEMM's tasks: row_chunks x col_chunks, cut on the kernel's register blocks (a cut
+ * inside a block recomputes the block). Every task packs its own rows of A and streams its
+ * own columns of W, so a task of r rows and c columns costs about r * c + cut[0] * r +
+ * cut[1] * c (fk.h, gemm_cut: fitted per kernel table to serial runs of 2-way row and column
+ * cuts of MobileBERT's GEMMs, K = 128 and 512). The choice minimises the slowest thread's
+ * modelled time, ceil(tasks / threads) x the largest task; ties go to fewer tasks, then to
+ * column cuts. One thread: one task. (The fixed 2 x 4 split used before did 1.3-1.6x the
+ * work of one call at 2 threads.) */
+static void gemm_split(int M, int N, int row_unit, int col_unit, const short cut[2], int nth, int *row_chunks,
+                       int *col_chunks) {
     const int rb = (M + row_unit - 1) / row_unit, cb = (N + col_unit - 1) / col_unit, max_tasks = 4 * nth;
     double best = -1;
     *row_chunks = *col_chunks = 1;
@@ -237,8 +243,9 @@ static void gemm_split(int M, int N, int row_unit, int col_unit, int nth, int *r
         for (int cc = 1; cc <= cb && rc * cc <= max_tasks; cc++) {
             const int rounds = (rc * cc + nth - 1) / nth;
             const double rows = (double)((rb + rc - 1) / rc) * row_unit, cols = (double)((cb + cc - 1) / cc) * col_unit;
-            const double t = rounds * rows * (cols + FK_NR);
-            if (best < 0 || t < best) best = t, *row_chunks = rc, *col_chunks = cc;
+            const double t = rounds * (rows * cols + cut[0] * rows + cut[1] * cols);
+            if (best < 0 || t < best || (t == best && rc * cc < *row_chunks * *col_chunks))
+                best = t, *row_chunks = rc, *col_chunks = cc;
         }
 }
 
@@ -271,7 +278,7 @@ static void run_fc(fk_exec *e, task_ctx *c) {
     }
     const int kind = c->wtype == FK_W_F32 ? FK_GEMM_F32 : c->wtype == FK_W_I8 ? FK_GEMM_I8 : FK_GEMM_Q4;
     c->row_unit = k_rows(e->k, kind), c->col_unit = k_cols(e->k, kind);
-    gemm_split(M, N, c->row_unit, c->col_unit, nth, &c->row_chunks, &c->col_chunks);
+    gemm_split(M, N, c->row_unit, c->col_unit, e->k->gemm_cut[kind], nth, &c->row_chunks, &c->col_chunks);
     c->step = S_GEMM;
     fk_pool_run(e->pool, c->row_chunks * c->col_chunks, run_task, c);
     if (e->fused && (act == FK_ACT_TANH || act == FK_ACT_GELU_TANH)) { /* no epilogue: a pass over C */

@@ -1,13 +1,17 @@
 /* Thread pool for a shared, possibly oversubscribed machine.
  *
- * A job is published as one 64-bit word `claim` = generation | task count | next task, and
- * every thread (the caller included) claims tasks from it with a compare-and-swap that only
- * succeeds while the word still belongs to its job. The caller then waits for the tasks to be
- * *done*, not for the workers to check in: a worker that is asleep or descheduled when a job
- * starts costs nothing (the caller runs its share), where waiting for every worker made each
- * of the ~260 jobs of an inference pay a wake-up on a VM whose second vCPU is often busy.
- * Workers spin briefly (ops follow each other within microseconds), then sleep on a condvar;
- * the caller signals only when someone sleeps. */
+ * A job is published as one 64-bit word `claim` = generation | hi | lo: the tasks not yet
+ * claimed are [lo, hi). The caller claims from the front (lo++), workers from the back
+ * (hi--), each with a compare-and-swap that only succeeds while the word still belongs to its
+ * job. Taking ends, not a shared cursor, gives ops that follow each other the same rows: with
+ * 2 threads the caller runs the first rows of a GEMM and of the row pass after it, the worker
+ * the last ones, so an op mostly reads what its own core just wrote (cross-core reads made the
+ * small row passes after a GEMM slower at 2 threads than at 1). The caller then waits for the
+ * tasks to be *done*, not for the workers to check in: a worker that is asleep or descheduled
+ * when a job starts costs nothing (the caller runs its share), where waiting for every worker
+ * made each of the ~260 jobs of an inference pay a wake-up on a VM whose second vCPU is often
+ * busy. Workers spin briefly (ops follow each other within microseconds), then sleep on a
+ * condvar; the caller signals only when someone sleeps. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -20,13 +24,14 @@
 #define GEN_BITS 20
 #define CNT_BITS 22
 #define MAX_TASKS ((1 << CNT_BITS) - 1)
+#define HI_ONE ((uint64_t)1 << CNT_BITS)
 
 struct fk_pool {
     int n;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    _Atomic uint64_t claim; /* gen << 44 | n_tasks << 22 | next */
+    _Atomic uint64_t claim; /* gen << 44 | hi << 22 | lo: tasks [lo, hi) unclaimed */
     atomic_int done;        /* tasks finished in the current job */
     atomic_uint generation; /* bumped per job; what sleeping workers wait on */
     atomic_int sleepers;
@@ -48,16 +53,18 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Claims and runs tasks of job `gen` until none is left or the job is not current. */
+/* Claims and runs tasks of job `gen` until none is left or the job is not current: the
+ * caller (id 0) from the front, workers from the back. */
 static void work(fk_pool *p, uint64_t gen, int id) {
     uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
-        const uint64_t next = c & MAX_TASKS, cnt = (c >> CNT_BITS) & MAX_TASKS;
-        if (c >> (2 * CNT_BITS) != gen || next >= cnt) return;
-        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+        const uint64_t lo = c & MAX_TASKS, hi = (c >> CNT_BITS) & MAX_TASKS;
+        if (c >> (2 * CNT_BITS) != gen || lo >= hi) return;
+        const uint64_t next = id == 0 ? c + 1 : c - HI_ONE, task = id == 0 ? lo : hi - 1;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, next, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue; /* c reloaded */
-        p->fn(p->ctx, (int)next, id);
+        p->fn(p->ctx, (int)task, id);
         atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
         c = atomic_load_explicit(&p->claim, memory_order_acquire);
     }
