@@ -458,8 +458,8 @@ const fk_kernels FK_FN(fk_kernels) = {
     FK_FN(fk_tanh_f32), FK_FN(fk_gelu_tanh_f32),
 #if defined(__AMX_INT8__) /* AMX: 32 rows x 2 panels per register block; a column cut costs
                             * 1.2-1.4x at N >= 256 (A copied into tiles per task), a row cut 1.01-1.07x */
-    {FK_MR, 32, Q4_MR}, {FK_NR * FK_NP, 2 * FK_NR, FK_NR}, {{16, 16}, {64, 8}, {16, 16}},
+    {FK_MR, 32, Q4_MR}, {FK_NR * FK_NP, 2 * FK_NR, FK_NR}, {{16, 4}, {64, 8}, {16, 4}},
 #else
-    {FK_MR, I8_MR, Q4_MR}, {FK_NR * FK_NP, FK_NR, FK_NR}, {{16, 16}, {16, 16}, {16, 16}},
+    {FK_MR, I8_MR, Q4_MR}, {FK_NR * FK_NP, FK_NR, FK_NR}, {{16, 4}, {16, 4}, {16, 4}},
 #endif
 };
