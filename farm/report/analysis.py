@@ -191,6 +191,18 @@ def ops_table(configs: Sequence[Config]) -> ReportTable:
         "median." + opcheck.CAPTION, cols, rows)
 
 
+# What "fusion off" runs on each route, so a reduction is read against the right baseline:
+# none of them is "no optimisation at all".
+FUSION_OFF_MEANS = (
+    "Fusion off means: custom — the same plan and kernels, each op run as separate steps with "
+    "every intermediate in memory (GEMM, then bias add, then activation; residual Add, then "
+    "LayerNorm/NoNorm; attention as Q·Kᵀ into a full [B,H,S,S] score tensor, scale, mask, "
+    "softmax, ·V); the plan's own rewrites stay (Q and K in one GEMM, NoNorm folded into "
+    "weights, int8 weights packed). ORT — graph_optimization_level DISABLE_ALL: no fusions, "
+    "but also no constant folding or layout changes. TVM — no FuseOps/FuseTIR: every Relax op "
+    "its own scheduled kernel (the same schedules, the same fast-math rewrites).")
+
+
 def fusion_table(effects: Sequence[FusionEffect]) -> ReportTable:
     cols = [Column("device", "device"), Column("route", "route"),
             Column("variant", "variant"), Column("threads", "threads", "int"),
@@ -208,7 +220,7 @@ def fusion_table(effects: Sequence[FusionEffect]) -> ReportTable:
             for e in effects]
     caption = ("reduction = (off - on) / off; end-to-end from median latency, attention = "
                "attention category, FFN = fc + gelu categories of the per-op profile; 95% CI "
-               "by seeded bootstrap (see uncertainty column).")
+               "by seeded bootstrap (see uncertainty column). " + FUSION_OFF_MEANS)
     if not rows:
         caption += (" No pair here: no configuration was measured both with fusion off "
                     "({'fusion': false} / ORT opt_level disable) and on.")
