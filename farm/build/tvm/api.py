@@ -162,13 +162,14 @@ def lower_to_kernels(mod: Any, target: Any, *, fusion: bool) -> Any:
 def _default_schedule(func: Any, target: Any) -> tuple[Any, str]:
     """(schedule, "default:<Rule>") from the first default rule that takes `func`, or
     (None, "none"). Rules: farm's CpuMatmulVnni (u8 x s8 GEMMs on VNNI) and CpuMatmul,
-    dlight's GEMV and Reduction, farm's CpuInjective, CpuFullReduction and CpuScalar
-    (api_rules.rules_after)."""
+    dlight's GEMV, farm's CpuRowSoftmax, dlight's Reduction, farm's CpuInjective,
+    CpuFullReduction and CpuScalar (api_rules.rules_after)."""
     from tvm.s_tir import dlight
 
     from farm.build.tvm import api_rules
     rules = [api_rules.CpuMatmulVnni(), api_rules.CpuMatmul(), dlight.cpu.GEMV(),
-             dlight.cpu.Reduction(), api_rules.CpuInjective(), *api_rules.rules_after()]
+             api_rules.CpuRowSoftmax(), dlight.cpu.Reduction(), api_rules.CpuInjective(),
+             *api_rules.rules_after()]
     for rule in rules:
         try:
             sch = rule.apply(func, target, False)
