@@ -3,7 +3,8 @@
 Mul) builds to a kernel scheduled by `CpuMatmulVnni` whose machine code uses vpdpbusd, with
 outputs equal to ORT's and no unscheduled kernel; a shape the intrinsic cannot take (K not
 a multiple of 4) and a weight with a non-zero zero point keep the generic path and stay
-exact. One build of three small matmuls (~15 s of CPU)."""
+exact; a row softmax gets `CpuRowSoftmax`. One build of three small matmuls and a softmax
+(~15 s of CPU)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.tvm
 
 def _int8_matmuls_model(m: int, n: int) -> onnx.ModelProto:
     """Three quantized matmuls: y0 (K 64, weight zero point 0: VNNI), y1 (K 30: not a
-    multiple of the intrinsic's 4), y2 (K 64, weight zero point 3: TVM's int32 path)."""
+    multiple of the intrinsic's 4), y2 (K 64, weight zero point 3: TVM's int32 path), and
+    p = softmax(x0)."""
     rng = np.random.default_rng(7)
     inits, nodes, outputs = [], [], []
     for i, (x, k, zp) in enumerate((("x0", 64, 0), ("x1", 30, 0), ("x0", 64, 3))):
@@ -41,6 +43,9 @@ def _int8_matmuls_model(m: int, n: int) -> onnx.ModelProto:
             helper.make_node("Mul", [f"accf{i}", f"s{i}"], [f"y{i}"]),
         ]
         outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, m, n]))
+    # and a softmax over rows of 64, the attention softmax `CpuRowSoftmax` schedules
+    nodes.append(helper.make_node("Softmax", ["x0"], ["p"], axis=-1))
+    outputs.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, m, 64]))
     inputs = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, m, k])
               for x, k in (("x0", 64), ("x1", 30))]
     graph = helper.make_graph(nodes, "int8_matmuls", inputs, outputs, inits)
@@ -63,6 +68,7 @@ def test_int8_matmul_uses_vnni_where_it_can_and_matches_ort(farm_home: Path) -> 
     # y1 and y2 (and, without VNNI, y0) on the generic register-tiled rule
     assert gemms == (["default:CpuMatmul"] * 2 + ["default:CpuMatmulVnni"] if vnni
                      else ["default:CpuMatmul"] * 3), artifact.schedule_sources
+    assert "default:CpuRowSoftmax" in artifact.schedule_sources.values()
     if vnni and shutil.which("objdump"):
         asm = subprocess.run(["objdump", "-d", str(artifact.kernels_path)], check=True,
                              capture_output=True, text=True).stdout
