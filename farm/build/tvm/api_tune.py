@@ -45,8 +45,8 @@ def _build_without_intrinsics(mod: Any, target: Any, _params: Any) -> Any:
 
 def _sibling_key(name: str, func: Any) -> tuple[Any, ...]:
     """Kernels equal but for literals: the name without its numbering plus the parameters'
-    shapes and dtypes. int8-dynamic MobileBERT has ~150 matmul kernels (each layer's weight
-    scale is a float literal inside its kernel, so each is its own task) but ~10 such keys;
+    shapes and dtypes. int8-dynamic MobileBERT has 363 matmul tasks (each layer's weight
+    scale is a float literal inside its kernel, so each is its own task) but 7 such keys;
     literals do not change a kernel's speed, so one measurement serves the group."""
     import re
     params = tuple((tuple(int(d) for d in getattr(p, "shape", ()) or ()), str(p.dtype))
