@@ -160,3 +160,6 @@ def test_cpu_features_from_cpuinfo():
     assert cpu_features(x86, "x86_64") == ("avx2", "avx512f", "fma", "sse4.2")
     arm = "Features\t: fp asimd evtstrm asimddp\n"
     assert cpu_features(arm, "aarch64") == ("dotprod", "neon")
+    # Linux's spellings of the VNNI flags (a Sapphire Rapids /proc/cpuinfo line)
+    spr = "flags\t\t: avx512f avx512bw avx512_vnni avx_vnni amx_int8 avx512_bf16\n"
+    assert cpu_features(spr, "x86_64") == ("avx512bw", "avx512f", "avx512vnni", "avxvnni")

@@ -13,8 +13,9 @@ Errors surface as `BuildError` (build/tune) or `TransportError` (RPC) with the T
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -62,6 +63,66 @@ def make_target(spec: dict[str, Any]) -> Any:
 
 
 # ---------------------------------------------------------------- compile
+def _u8s8_matmul_integer() -> Any:
+    """An ONNX `MatMulInteger` converter that keeps the 8-bit operands 8-bit.
+
+    TVM's own converter widens A, B to int32 and subtracts the zero points before the matmul,
+    so the GEMM runs on int32 (vpmulld, ~7x slower than ORT's u8 x s8 here) and no int8
+    dot-product instruction can ever be used. For what `quantize_dynamic` writes (A uint8
+    with a scalar zero point za, B a constant int8 weight with zero point 0) this emits
+
+        matmul(A, B, out_dtype=int32) - za * colsum(B)
+
+    (the zero point moves out of the K loop: sum_k (a - za) b = sum_k a b - za sum_k b),
+    a u8 x s8 -> i32 GEMM that `api_rules.CpuMatmulVnni` tensorizes with vpdpbusd. Anything
+    else (non-zero weight zero point, per-row za, non-constant B) keeps TVM's converter."""
+    import numpy as np
+    from tvm import relax
+    from tvm.relax.frontend.onnx import onnx_frontend as front
+    constant = _tvm().ir.expr.Constant
+
+    class MatMulIntegerU8S8(front.OnnxOpConverter):
+        @classmethod
+        def _impl_v10(cls, bb: Any, inputs: Any, attr: Any, params: Any) -> Any:
+            a, b = inputs[0], inputs[1]
+            za = inputs[2] if len(inputs) > 2 else None
+            zb = inputs[3] if len(inputs) > 3 else None
+            a_ty = bb.normalize(a).ty
+            fits = (isinstance(b, constant) and b.ty.dtype.dtype == "int8"
+                    and len(b.ty.shape) == 2 and a_ty.dtype.dtype == "uint8"
+                    and (zb is None or (isinstance(zb, constant)
+                                        and not np.any(zb.value.numpy())))
+                    and (za is None or len(bb.normalize(za).ty.shape) == 0))
+            if not fits:
+                return front.MatMulInteger._impl_v10(bb, inputs, attr, params)
+            out = relax.op.matmul(a, b, out_dtype="int32")
+            if za is None:
+                return out
+            colsum = relax.const(b.value.numpy().astype(np.int32).sum(axis=0), "int32")
+            return relax.op.subtract(
+                out, relax.op.multiply(relax.op.astype(za, "int32"), colsum))
+
+    return MatMulIntegerU8S8
+
+
+@contextlib.contextmanager
+def _farm_converters() -> Iterator[None]:
+    """TVM's ONNX converter table with farm's `MatMulInteger` (see `_u8s8_matmul_integer`)
+    while one model imports; the frontend reads the table through the module function."""
+    from tvm.relax.frontend.onnx import onnx_frontend as front
+    original = front._get_convert_map
+    matmul_integer = _u8s8_matmul_integer()
+
+    def convert_map() -> dict[str, Any]:
+        return {**original(), "MatMulInteger": matmul_integer}
+
+    front._get_convert_map = convert_map
+    try:
+        yield
+    finally:
+        front._get_convert_map = original
+
+
 def import_onnx(model_path: Path) -> Any:
     """Relax IRModule of an ONNX file, weights bound as constants."""
     import onnx
@@ -72,7 +133,7 @@ def import_onnx(model_path: Path) -> Any:
 
     try:
         # the importer prints IR to fd 1: keep `--output json` pure
-        with quiet_stdout():
+        with quiet_stdout(), _farm_converters():
             return from_onnx(onnx.load(str(model_path)), keep_params_in_input=False)
     except Exception as exc:
         raise BuildError(f"TVM could not import {model_path}: {exc}".splitlines()[0],
@@ -100,13 +161,15 @@ def lower_to_kernels(mod: Any, target: Any, *, fusion: bool) -> Any:
 
 def _default_schedule(func: Any, target: Any) -> tuple[Any, str]:
     """(schedule, "default:<Rule>") from the first default rule that takes `func`, or
-    (None, "none"). Rules: farm's CpuMatmul, dlight's GEMV and Reduction, farm's CpuInjective,
+    (None, "none"). Rules: farm's CpuMatmulVnni (u8 x s8 GEMMs on VNNI) and CpuMatmul,
+    dlight's GEMV, farm's CpuRowSoftmax, dlight's Reduction, farm's CpuInjective,
     CpuFullReduction and CpuScalar (api_rules.rules_after)."""
     from tvm.s_tir import dlight
 
     from farm.build.tvm import api_rules
-    rules = [api_rules.CpuMatmul(), dlight.cpu.GEMV(), dlight.cpu.Reduction(),
-             api_rules.CpuInjective(), *api_rules.rules_after()]
+    rules = [api_rules.CpuMatmulVnni(), api_rules.CpuMatmul(), dlight.cpu.GEMV(),
+             api_rules.CpuRowSoftmax(), dlight.cpu.Reduction(), api_rules.CpuInjective(),
+             *api_rules.rules_after()]
     for rule in rules:
         try:
             sch = rule.apply(func, target, False)
@@ -220,6 +283,8 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
     kernels: dict[str, dict[str, Any]] = {}
 
     def schedule(mod: Any) -> Any:
+        from farm.build.tvm import api_rules
+        api_rules.register_intrinsics()  # tuning records name farm's tensor intrinsics
         for name, call in _kernel_calls(mod).items():
             kernels[name] = {"schedule": "none", "op": name, **call}
         originals = {gv.name_hint: f for gv, f in mod.functions_items()
@@ -240,12 +305,13 @@ def compile_model(mod: Any, target: Any, *, fusion: bool, database_dir: Path | N
                 target)
             if func.attrs is not None and "tirx.is_scheduled" in func.attrs:
                 # the database's best record; `farm tune` seeds it with the default schedule
-                # (as the tuner lowers it: weights in their ONNX layout), measured, so the
-                # default wins where tuning found nothing faster; it is then built with its
-                # weights repacked
-                seeded = _default_schedule(original, target)[0] if weights else sch
-                same = seeded is not None and tvm_ffi.structural_equal(
-                    seeded.mod["main"].body, func.body)
+                # (with the weights repacked, as built; older databases: in their ONNX
+                # layout), measured, so the default wins where tuning found nothing faster;
+                # it is then built with its weights repacked
+                unpacked = _default_schedule(original, target)[0] if weights else None
+                same = any(s is not None and tvm_ffi.structural_equal(s.mod["main"].body,
+                                                                      func.body)
+                           for s in (sch, unpacked))
                 info["schedule"] = f"tuning-db:{source}" if same else "tuning-db"
                 if not same:
                     continue

@@ -1,0 +1,83 @@
+"""TVM int8 GEMMs on AVX-512 VNNI: an ONNX `MatMulInteger` as `quantize_dynamic` writes it
+(DynamicQuantizeLinear'd uint8 activation x constant int8 weight, then the dequantising
+Mul) builds to a kernel scheduled by `CpuMatmulVnni` whose machine code uses vpdpbusd, with
+outputs equal to ORT's and no unscheduled kernel; a shape the intrinsic cannot take (K not
+a multiple of 4) and a weight with a non-zero zero point keep the generic path and stay
+exact; a row softmax gets `CpuRowSoftmax`. One build of three small matmuls and a softmax
+(~15 s of CPU)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from farm.inventory.builtin import local_device
+
+pytestmark = pytest.mark.tvm
+
+
+def _int8_matmuls_model(m: int, n: int) -> onnx.ModelProto:
+    """Three quantized matmuls: y0 (K 64, weight zero point 0: VNNI), y1 (K 30: not a
+    multiple of the intrinsic's 4), y2 (K 64, weight zero point 3: TVM's int32 path), and
+    p = softmax(x0)."""
+    rng = np.random.default_rng(7)
+    inits, nodes, outputs = [], [], []
+    for i, (x, k, zp) in enumerate((("x0", 64, 0), ("x1", 30, 0), ("x0", 64, 3))):
+        inits += [numpy_helper.from_array(rng.integers(-127, 128, size=(k, n), dtype=np.int8),
+                                          f"w{i}"),
+                  numpy_helper.from_array(np.array(zp, np.int8), f"w{i}_zp"),
+                  numpy_helper.from_array(np.array(0.0123 * (i + 1), np.float32), f"w{i}_s")]
+        nodes += [
+            helper.make_node("DynamicQuantizeLinear", [x], [f"q{i}", f"q{i}_s", f"q{i}_zp"]),
+            helper.make_node("MatMulInteger", [f"q{i}", f"w{i}", f"q{i}_zp", f"w{i}_zp"],
+                             [f"acc{i}"]),
+            helper.make_node("Cast", [f"acc{i}"], [f"accf{i}"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [f"q{i}_s", f"w{i}_s"], [f"s{i}"]),
+            helper.make_node("Mul", [f"accf{i}", f"s{i}"], [f"y{i}"]),
+        ]
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, m, n]))
+    # and a softmax over rows of 64, the attention softmax `CpuRowSoftmax` schedules
+    nodes.append(helper.make_node("Softmax", ["x0"], ["p"], axis=-1))
+    outputs.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, m, 64]))
+    inputs = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, m, k])
+              for x, k in (("x0", 64), ("x1", 30))]
+    graph = helper.make_graph(nodes, "int8_matmuls", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_int8_matmul_uses_vnni_where_it_can_and_matches_ort(farm_home: Path) -> None:
+    from test_tvm_nbits import _tvm_outputs
+
+    from farm.build.tvm import build_tvm
+
+    device = local_device()
+    vnni = "avx512vnni" in device.features
+    path = farm_home / "int8_matmuls.onnx"
+    onnx.save(_int8_matmuls_model(16, 48), str(path))
+    artifact = build_tvm(path, device)
+
+    assert artifact.unscheduled_count == 0, artifact.schedule_sources
+    gemms = sorted(src for name, src in artifact.schedule_sources.items() if "matmul" in name)
+    # y1 and y2 (and, without VNNI, y0) on the generic register-tiled rule
+    assert gemms == (["default:CpuMatmul"] * 2 + ["default:CpuMatmulVnni"] if vnni
+                     else ["default:CpuMatmul"] * 3), artifact.schedule_sources
+    assert "default:CpuRowSoftmax" in artifact.schedule_sources.values()
+    if vnni and shutil.which("objdump"):
+        asm = subprocess.run(["objdump", "-d", str(artifact.kernels_path)], check=True,
+                             capture_output=True, text=True).stdout
+        assert "vpdpbusd" in asm
+    rng = np.random.default_rng(1)
+    feeds = {"x0": rng.normal(0.2, 1.0, size=(1, 16, 64)).astype(np.float32),
+             "x1": rng.normal(-0.1, 2.0, size=(1, 16, 30)).astype(np.float32)}
+    wants = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for got, want in zip(_tvm_outputs(artifact.path, feeds), wants, strict=True):
+        # the same integer arithmetic: equal up to float rounding of the final scale
+        np.testing.assert_allclose(got, want, rtol=1e-5,
+                                   atol=1e-5 * float(np.abs(want).max()))
