@@ -123,7 +123,16 @@ def _prepack_weights(mod: Any, kernels: dict[str, dict[str, Any]]) -> Any:
     over the constant weights, and drop the folded kernels. `kernels` follows the renames."""
     tvm = _tvm()
     from tvm import relax
+    # the pass checks every PrimFunc for a compute block, and a kernel written without
+    # blocks (the CPU scan of CumSum, RoBERTa's position ids) fails that check: such kernels
+    # never repack weights, so they sit the pass out
+    blockless = {gv: f for gv, f in mod.functions_items() if _blockless(f)}
+    if blockless:
+        mod = _without(mod, blockless)
     split = relax.transform.SplitLayoutRewritePreproc()(mod)
+    for gv, func in blockless.items():
+        mod[gv] = func
+        split[gv] = func
     if len(split.functions_items()) == len(mod.functions_items()):
         return mod  # nothing repacked
     mod = tvm.transform.Sequential([relax.transform.FoldConstant(),
@@ -138,6 +147,29 @@ def _prepack_weights(mod: Any, kernels: dict[str, dict[str, Any]]) -> Any:
     if leftover:
         raise BuildError(f"weight repacking did not fold to constants: {', '.join(leftover)}")
     return mod
+
+
+def _blockless(func: Any) -> bool:
+    """A PrimFunc whose root block has no child block (a kernel written as plain loops)."""
+    tvm = _tvm()
+    if not isinstance(func, tvm.tirx.PrimFunc):
+        return False
+    from tvm import s_tir
+    try:
+        sch = s_tir.Schedule(func)
+        return not sch.get_child_blocks(sch.get_sblock("root"))
+    except Exception:  # no root block at all: also nothing to repack
+        return True
+
+
+def _without(mod: Any, gvs: dict[Any, Any]) -> Any:
+    """`mod` without the functions `gvs` names (the Relax calls to them stay as they are)."""
+    tvm = _tvm()
+    out = tvm.IRModule({g: f for g, f in mod.functions_items() if g not in gvs},
+                       attrs=mod.attrs)
+    for name, infos in mod.global_infos.items():
+        out.update_global_info(name, infos)
+    return out
 
 
 @dataclass
