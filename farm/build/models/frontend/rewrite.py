@@ -9,7 +9,8 @@ onnxsim fuses these; see docs/real-models.md).
 - `gemm_to_matmul`: `Gemm(x, W, b, transB)` with constant W -> `MatMul(x, W') + Add(b)`.
 - `where_mask_to_additive`: `Where(Expand(Reshape(Equal(mask, 0))), c, scores)` -> `scores +
   (1 - Cast(mask)) * NEG` on the [B,1,1,S] mask (same softmax for 0/1 masks).
-- `move_query_scale`: `MatMul(Div|Mul(q, a), [Mul(k, b)])` -> `Mul(MatMul(q, k), a*b)`.
+- `move_query_scale`: `MatMul(Div|Mul(q, a), [Mul(k, b)])` -> `Mul(MatMul(q, k), a*b)`, also
+  through quantize_static's activation Q/DQ pair (the pair's scale takes the factor).
 - `fuse_transposes`, `sdpa_mask_to_additive`: the dynamo/SDPA pattern (Kᵀ as two
   Transposes; the mask Expanded to [B,1,S,S] and applied by `Where(Cast(inv, bool))`).
 """
