@@ -150,16 +150,17 @@ def _prepack_weights(mod: Any, kernels: dict[str, dict[str, Any]]) -> Any:
 
 
 def _blockless(func: Any) -> bool:
-    """A PrimFunc whose root block has no child block (a kernel written as plain loops)."""
+    """A PrimFunc whose outer block has no child block (a kernel written as plain loops, e.g.
+    TVM's CPU scan `cumsum_generic`; its outer block is not named "root")."""
     tvm = _tvm()
-    if not isinstance(func, tvm.tirx.PrimFunc):
-        return False
     from tvm import s_tir
+    if not isinstance(func, tvm.tirx.PrimFunc) or not isinstance(func.body, s_tir.SBlockRealize):
+        return False
     try:
         sch = s_tir.Schedule(func)
-        return not sch.get_child_blocks(sch.get_sblock("root"))
-    except Exception:  # no root block at all: also nothing to repack
-        return True
+        return not sch.get_child_blocks(sch.get_sblock(func.body.block.name_hint))
+    except Exception:  # not one the schedule can read: the pass sees it as before
+        return False
 
 
 def _without(mod: Any, gvs: dict[Any, Any]) -> Any:
