@@ -24,7 +24,9 @@ from farm.errors import BuildError, UsageError
 CANON = ["bert-opset14-dynamic", "bert-opset11-fixed", "distilbert-opset14-dynamic",
          "roberta-opset17-dynamic", "albert-opset14-fixed", "bert-opset14-dynamic+ortopt",
          "distilbert-opset14-fixed+ortopt", "albert-opset17-dynamic+ortopt",
-         "bert-opset18-dynamic", "distilbert-opset18-fixed"]
+         "bert-opset18-dynamic", "distilbert-opset18-fixed",
+         # quantize_static's Q/DQ pairs around the query scale and the SDPA mask's scores
+         "distilbert-opset14-fixed+qdq", "bert-opset18-dynamic+qdq"]
 NOT_CANONICAL = {"ReduceMean", "Pow", "Sqrt", "Constant", "Shape", "Concat", "Where", "Expand",
                  "Gemm", "Slice"}
 

@@ -4,10 +4,26 @@ Two int8 runtimes requantise activations with their own rounding (u8 vs s8, per-
 scales computed over slightly different values), so element-wise tolerances reject correct
 routes. The statistic is the **per-token cosine**: for every token (row of the last axis of
 each output) the cosine between the route's vector and the reference's; the rule bounds its
-minimum and its mean. Bounds (int8: min >= 0.90, mean >= 0.99; int4: min >= 0.75,
-mean >= 0.90) follow the note in issue #11: a correct int8 model with trained weights can
-reach a per-token cosine of ~0.93 against fp32, and routes of the same file sit well inside
-that; a wrong kernel (transposed weights, dropped bias, garbage) gives a mean far below 0.9.
+minimum and its mean, per variant.
+
+Bounds derived on TRAINED weights (benchmarks/quant_bounds.py: all-MiniLM-L6-v2, BERT 6x384,
+seq 128, in the corpus's opset-14 export, quantised by ORT's tools; generated inputs; per-token
+cosine of last_hidden_state against ORT's run of the quantised file):
+
+    variant       exact fp32 route   bias dropped   L0 value Wᵀ   attn-out Wᵀ   bounds
+    int8-dynamic  0.800 / 0.938      0.665 / 0.880  0.450 / 0.858  0.067 / 0.375  0.70 / 0.90
+    int8-qdq      0.594 / 0.816      0.590 / 0.762  0.410 / 0.764  0.065 / 0.342  0.50 / 0.78
+    int4          0.911 / 0.965      0.811 / 0.904  0.447 / 0.881  0.073 / 0.387  0.80 / 0.93
+    (min / mean)
+
+A correct route of the file is at most as far from ORT as the exact fp32 model is (a route
+that skips the activation quantisation, like custom on QDQ files, measured 0.708 / 0.846 on
+int8-qdq; an int8 route sits closer: TVM 0.964 / 0.990, custom int8-dynamic 0.969 / 0.986),
+so each bound is the exact model's figure less a margin (~0.1 on the min, 0.035 on the mean)
+and rejects the wrong kernels in the table (weight edits of the fp32 file, trained.BUGS). The
+int8-qdq margin to a dropped bias is thin (0.762 vs 0.78): per-tensor QDQ of a trained
+BERT's activations (outlier channels) costs as much as that bug. One model, one calibration:
+other trained encoders may sit lower (tests/test_quant_bounds.py re-checks this one).
 """
 
 from __future__ import annotations
@@ -19,7 +35,9 @@ import numpy as np
 
 from farm.bench.accuracy import Accuracy, tolerance_for
 
-BOUNDS: dict[str, tuple[float, float]] = {"int8": (0.90, 0.99), "int4": (0.75, 0.90)}
+# variant -> (min, mean) of the per-token cosine (derivation in the docstring)
+BOUNDS: dict[str, tuple[float, float]] = {"int8-dynamic": (0.70, 0.90),
+                                          "int8-qdq": (0.50, 0.78), "int4": (0.80, 0.93)}
 STATISTIC = "per-token cosine"
 
 
@@ -34,8 +52,7 @@ def per_token_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def compare_quantised(candidate: Mapping[str, Any], reference: Mapping[str, Any], variant: str,
                       *, reference_label: str) -> Accuracy:
-    family = variant.split("-", 1)[0]
-    lo_min, lo_mean = BOUNDS.get(family, BOUNDS["int8"])
+    lo_min, lo_mean = BOUNDS.get(variant, BOUNDS["int8-dynamic"])
     atol, rtol = tolerance_for(variant)
     problems: list[str] = []
     worst_min, worst_mean, max_abs, worst = 1.0, 1.0, 0.0, None

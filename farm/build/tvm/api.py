@@ -186,7 +186,16 @@ def _prepack_weights(mod: Any, kernels: dict[str, dict[str, Any]]) -> Any:
     over the constant weights, and drop the folded kernels. `kernels` follows the renames."""
     tvm = _tvm()
     from tvm import relax
+    # the pass checks every PrimFunc for a compute block, and a kernel written without
+    # blocks (the CPU scan of CumSum, RoBERTa's position ids) fails that check: such kernels
+    # never repack weights, so they sit the pass out
+    blockless = {gv: f for gv, f in mod.functions_items() if _blockless(f)}
+    if blockless:
+        mod = _without(mod, blockless)
     split = relax.transform.SplitLayoutRewritePreproc()(mod)
+    for gv, func in blockless.items():
+        mod[gv] = func
+        split[gv] = func
     if len(split.functions_items()) == len(mod.functions_items()):
         return mod  # nothing repacked
     mod = tvm.transform.Sequential([relax.transform.FoldConstant(),
@@ -201,6 +210,30 @@ def _prepack_weights(mod: Any, kernels: dict[str, dict[str, Any]]) -> Any:
     if leftover:
         raise BuildError(f"weight repacking did not fold to constants: {', '.join(leftover)}")
     return mod
+
+
+def _blockless(func: Any) -> bool:
+    """A PrimFunc whose outer block has no child block (a kernel written as plain loops, e.g.
+    TVM's CPU scan `cumsum_generic`; its outer block is not named "root")."""
+    tvm = _tvm()
+    from tvm import s_tir
+    if not isinstance(func, tvm.tirx.PrimFunc) or not isinstance(func.body, s_tir.SBlockRealize):
+        return False
+    try:
+        sch = s_tir.Schedule(func)
+        return not sch.get_child_blocks(sch.get_sblock(func.body.block.name_hint))
+    except Exception:  # not one the schedule can read: the pass sees it as before
+        return False
+
+
+def _without(mod: Any, gvs: dict[Any, Any]) -> Any:
+    """`mod` without the functions `gvs` names (the Relax calls to them stay as they are)."""
+    tvm = _tvm()
+    out = tvm.IRModule({g: f for g, f in mod.functions_items() if g not in gvs},
+                       attrs=mod.attrs)
+    for name, infos in mod.global_infos.items():
+        out.update_global_info(name, infos)
+    return out
 
 
 @dataclass

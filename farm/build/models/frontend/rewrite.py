@@ -9,7 +9,8 @@ onnxsim fuses these; see docs/real-models.md).
 - `gemm_to_matmul`: `Gemm(x, W, b, transB)` with constant W -> `MatMul(x, W') + Add(b)`.
 - `where_mask_to_additive`: `Where(Expand(Reshape(Equal(mask, 0))), c, scores)` -> `scores +
   (1 - Cast(mask)) * NEG` on the [B,1,1,S] mask (same softmax for 0/1 masks).
-- `move_query_scale`: `MatMul(Div|Mul(q, a), [Mul(k, b)])` -> `Mul(MatMul(q, k), a*b)`.
+- `move_query_scale`: `MatMul(Div|Mul(q, a), [Mul(k, b)])` -> `Mul(MatMul(q, k), a*b)`, also
+  through quantize_static's activation Q/DQ pair (the pair's scale takes the factor).
 - `fuse_transposes`, `sdpa_mask_to_additive`: the dynamo/SDPA pattern (Kᵀ as two
   Transposes; the mask Expanded to [B,1,S,S] and applied by `Where(Cast(inv, bool))`).
 """
@@ -146,16 +147,46 @@ def where_mask_to_additive(g: Graph) -> int:
     return done
 
 
+def _qdq_pair(g: Graph, name: str) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
+    """(QuantizeLinear, DequantizeLinear) producing `name` with one per-tensor (scalar) scale
+    and nothing else reading between them: an activation Q/DQ of quantize_static."""
+    dq = g.src(name, "DequantizeLinear")
+    q = g.src(dq.input[0], "QuantizeLinear") if dq is not None else None
+    if q is None or dq is None or len(g.users(q.output[0])) != 1 or len(g.users(name)) != 1:
+        return None
+    s_q, s_dq = g.scalar(q.input[1]), g.scalar(dq.input[1])
+    if s_q is None or s_q != s_dq or s_q <= 0 or q.input[2:] != dq.input[2:]:
+        return None
+    return q, dq
+
+
+def _rescale_qdq(g: Graph, q: onnx.NodeProto, dq: onnx.NodeProto, x: str, c: float) -> None:
+    """Replace `DQ(Q(x * c, s))` by `DQ(Q(x, s / c))`, which is `1/c` times it exactly
+    (round(x*c/s) == round(x/(s/c)), c > 0): the caller multiplies c back in later."""
+    scale = g.add_const("qdq_scale", np.array(g.scalar(q.input[1]) / c, np.float32))
+    g.kill(q, dq)
+    nq = g.add("QuantizeLinear", [x, scale, *q.input[2:]], name=q.name)
+    nq.attribute.extend(q.attribute)
+    ndq = g.add("DequantizeLinear", [nq.output[0], scale, *dq.input[2:]], [dq.output[0]],
+                name=dq.name)
+    ndq.attribute.extend(dq.attribute)
+
+
 def move_query_scale(g: Graph) -> int:
     """`MatMul(q * a | q / a, k [* b])` -> `MatMul(q, k) * (a*b)`: DistilBERT scales q, torch's
-    SDPA (dynamo export) scales q and Kᵀ by sqrt(scale) each."""
+    SDPA (dynamo export) scales q and Kᵀ by sqrt(scale) each. Through an activation Q/DQ pair
+    (quantize_static's file: `MatMul(DQ(Q(q / a)), k)`) the pair's scale takes the factor,
+    `DQ(Q(q, s*a))`, so the quantised values are the same."""
     done = 0
     for mm in [n for n in g.nodes if n.op_type == "MatMul"]:
-        if g.const(mm.input[1]) is not None:
-            continue  # a projection, not Q·Kᵀ
-        factor, ins, dead = 1.0, list(mm.input), []
+        wq = g.src(mm.input[1], "DequantizeLinear")
+        if g.const(mm.input[1]) is not None or (wq is not None and
+                                                 g.const(wq.input[0]) is not None):
+            continue  # a projection (fp32 or int8 weight), not Q·Kᵀ
+        factor, ins, dead, requant = 1.0, list(mm.input), [], []
         for side in (0, 1):
-            node = g.producer.get(ins[side])
+            pair = _qdq_pair(g, ins[side])
+            node = g.producer.get(pair[0].input[0] if pair else ins[side])
             if node is None or node.op_type not in ("Div", "Mul") or id(node) in g.dead:
                 continue
             c = g.scalar(node.input[1])
@@ -163,13 +194,21 @@ def move_query_scale(g: Graph) -> int:
                 continue
             if node.op_type == "Mul" and side == 0 and g.const(node.input[0]) is not None:
                 continue
-            factor *= c if node.op_type == "Mul" else 1.0 / c
-            ins[side] = node.input[0]
+            mul = c if node.op_type == "Mul" else 1.0 / c
+            if pair is not None and mul < 0:
+                continue  # a negative factor would flip the quantisation scale's sign
+            factor *= mul
+            if pair is not None:
+                requant.append((*pair, node.input[0], mul))
+            else:
+                ins[side] = node.input[0]
             dead.append(node)
         if not dead:
             continue
         scope = mm.name.rsplit("/", 1)[0]
         g.kill(mm, *dead)
+        for q, dq, x, mul in requant:
+            _rescale_qdq(g, q, dq, x, mul)
         raw = g.add("MatMul", ins, name=mm.name).output[0]
         g.add("Mul", [raw, g.add_const(f"{scope}.scale", np.array(factor, np.float32))],
               [mm.output[0]], name=f"{scope}/scale_Mul")
@@ -205,7 +244,8 @@ def _reaches_scores_only(g: Graph, name: str, seen: set[str]) -> bool:
     seen.add(name)
     for u in users:
         if u.op_type == "Add":
-            other = g.producer.get(g.other(u, name))
+            pair = _qdq_pair(g, g.other(u, name))  # the scores through a Q/DQ pair (QDQ file)
+            other = g.producer.get(pair[0].input[0] if pair else g.other(u, name))
             if other is not None and other.op_type in ("MatMul", "Mul", "Div"):
                 continue
         if u.op_type not in _MASK_PATH or not _reaches_scores_only(g, u.output[0], seen):
