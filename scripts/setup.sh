@@ -36,7 +36,7 @@ stamp=.venv/.farm-setup-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "setup: installing farm and its Python dependencies into .venv"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[tvm,dev]"
+  .venv/bin/pip install -q -e ".[tvm,dev,export]"  # export: torch+transformers (CPU), ~40 s
   touch "$stamp"
 fi
 
