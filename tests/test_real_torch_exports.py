@@ -1,8 +1,8 @@
 """Real `torch.onnx.export` files of random-init Hugging Face encoders (issue #11): the five
 families, each by the TorchScript exporter (opset 14, dynamic batch/sequence axes) and by the
 dynamo exporter (opset 18, dynamic shapes, weights in FILE.onnx.data), through the routes on
-`local` (ORT and custom for all, TVM for one file per exporter: TVM_CASES), agreeing with ORT on
-the file; and the corpus generators checked against them.
+`local` (CASES; all three routes with FARM_REAL_EXPORTS=all), agreeing with ORT on the file;
+and the corpus generators checked against them.
 
 Models are built from tiny configs (random init, nothing downloaded). The TorchScript files
 keep the fresh init (zero biases, unit LayerNorm scales: the exporter shares them through
@@ -32,6 +32,12 @@ from farm.results.store import ResultStore
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+
+if not transformers.__version__.startswith("4."):
+    # 5.x builds masks with vmap (GatherND, IsNaN) and its BERT no longer exports under
+    # TorchScript: not taken yet (docs/real-models.md); the export extra pins 4.57.6
+    pytest.skip(f"transformers {transformers.__version__}: these tests need the 4.x the "
+                "`export` extra pins", allow_module_level=True)
 
 pytestmark = [pytest.mark.slow, pytest.mark.tvm]
 
@@ -99,10 +105,20 @@ def export(family: str, exporter: str, out_dir: Path, attn: str | None = None,
     return path
 
 
-# TVM compiles each file (~5 s of CPU at these dims): in the suite only one file per exporter
-# (FARM_REAL_EXPORTS_TVM=all: every family but RoBERTa). The canonical graphs TVM builds are
-# checked against the corpus generators below, whose files TVM builds in test_real_models.py.
-TVM_CASES = {("bert", "torchscript-opset14-dynamic"), ("mobilebert", "dynamo-opset18")}
+# Each bench costs ~3 s of CPU (~7 s wall under load), a TVM build ~5 s more: the suite runs
+# each family once, both exporters covered, TVM on one file. FARM_REAL_EXPORTS=all runs every
+# family x exporter on all three routes (RoBERTa without TVM), as measured in
+# docs/real-models.md. The canonical graphs TVM builds are checked against the corpus
+# generators below, whose files TVM builds in test_real_models.py.
+FULL = os.environ.get("FARM_REAL_EXPORTS") == "all"
+CASES = ([(f, e) for f in FAMILIES for e in EXPORTS] if FULL else [
+    ("bert", "torchscript-opset14-dynamic"),    # Identity-shared params, SDPA at opset 14
+    ("distilbert", "dynamo-opset18"),            # SDPA mask without token types
+    ("roberta", "dynamo-opset18"),               # int64 CumSum between Casts
+    ("albert", "torchscript-opset14-dynamic"),   # gelu_new, shared layer
+    ("mobilebert", "dynamo-opset18"),            # external data, 3-D Kᵀ; + TVM
+])
+TVM_CASES = {("mobilebert", "dynamo-opset18")}
 
 
 def _with_tvm(family: str, exporter: str) -> bool:
@@ -111,13 +127,25 @@ def _with_tvm(family: str, exporter: str) -> bool:
     # the corpus RoBERTa has too (tests/test_real_models.py)
     if family == "roberta":
         return False
-    return os.environ.get("FARM_REAL_EXPORTS_TVM") == "all" or (family, exporter) in TVM_CASES
+    return FULL or (family, exporter) in TVM_CASES
+
+
+class _Exports:
+    """Each (family, exporter) exported once per module, on first use."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.done: dict[tuple[str, str], Path] = {}
+
+    def __getitem__(self, key: tuple[str, str]) -> Path:
+        if key not in self.done:
+            self.done[key] = export(*key, self.out)
+        return self.done[key]
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
-    out = tmp_path_factory.mktemp("real_exports")
-    return {(f, e): export(f, e, out) for f in FAMILIES for e in EXPORTS}
+def exports(tmp_path_factory: pytest.TempPathFactory) -> _Exports:
+    return _Exports(tmp_path_factory.mktemp("real_exports"))
 
 
 @pytest.fixture(autouse=True)
@@ -125,10 +153,9 @@ def farm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FARM_HOME", str(tmp_path / "home"))
 
 
-@pytest.mark.parametrize("exporter", EXPORTS)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_real_export_through_all_routes_on_local(family: str, exporter: str, tmp_path: Path,
-                                                 exports: dict[tuple[str, str], Path]) -> None:
+@pytest.mark.parametrize(("family", "exporter"), CASES)
+def test_real_export_through_the_routes_on_local(family: str, exporter: str, tmp_path: Path,
+                                                 exports: _Exports) -> None:
     path = exports[family, exporter]
     if exporter.startswith("dynamo"):  # the dynamo exporter's default: weights beside it
         assert Path(f"{path}.data").is_file()
@@ -162,7 +189,7 @@ def _canonical_ops(path: Path, out: Path) -> collections.Counter[str]:
 @pytest.mark.parametrize("family", ["bert", "distilbert", "roberta", "albert"])
 def test_corpus_generator_matches_the_real_export(family: str, exporter: str, corpus: str,
                                                   tmp_path: Path,
-                                                  exports: dict[tuple[str, str], Path]) -> None:
+                                                  exports: _Exports) -> None:
     """After the front-end, the generated file and the real one are the same graph (same
     canonical op histogram): the generator reproduces what the routes are given."""
     if exporter.startswith("dynamo"):
