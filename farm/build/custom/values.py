@@ -122,7 +122,8 @@ class Context:
 
 @dataclass(frozen=True)
 class GeluPart:
-    """Stage of the erf GELU chain on tensor `u` (the ONNX name): div, erf, erf1, mul."""
+    """Stage of the erf GELU chain on tensor `u` (the ONNX name): div, erf, erf1, then mul
+    (x * (1 + erf), TorchScript's order) or half (0.5 * (1 + erf), torchlib's order)."""
 
     u: str
     stage: str

@@ -9,7 +9,7 @@
 - `resolve_model(spec, variant="fp32", out_dir=None) -> ModelInfo`: a preset name,
   `corpus:NAME` (farm/build/models/corpus, generated and cached), or a path to any `.onnx`
   file (checked by check.py; a quantized variant of a file is made and cached keyed by the
-  file's sha256).
+  file's sha256; a file with external data is first inlined into one cached file).
 `ModelInfo.sha256` is the sha256 of the model file's bytes (what deploy names it by).
 """
 
@@ -128,6 +128,43 @@ def build_model(preset_or_config: str | ModelConfig, variant: str = "fp32",
     return ModelInfo(path, file_sha256(path), preset_name, variant, config)
 
 
+PROTOBUF_LIMIT = 2**31 - 1  # one ONNX protobuf cannot hold more
+
+
+def _inline_external_data(path: Path, out_dir: Path | str | None) -> Path:
+    """A file whose weights live in external data (torch's dynamo exporter writes
+    FILE.onnx.data next to FILE.onnx by default) -> one self-contained copy, cached under
+    `inlined/<key>/FILE.onnx` (same stem, so the model keeps its name). Every route deploys
+    and hashes ONE file; the .data file would be left behind and ORT on the device would
+    fail to load the graph. Key: the sha256 of the graph file and of every data file."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    graph_only = onnx.load(str(path), load_external_data=False)
+    locations = sorted({ExternalDataInfo(t).location for t in graph_only.graph.initializer
+                        if uses_external_data(t)})
+    if not locations:
+        return path
+    digest = hashlib.sha256(file_sha256(path).encode())
+    for loc in locations:
+        data = path.parent / loc
+        if not data.is_file():
+            raise BuildError(f"{path}: external data file {loc} is missing",
+                             hint="keep the .onnx.data file the exporter wrote next to the "
+                                  ".onnx file")
+        digest.update(file_sha256(data).encode())
+    dst = _default_dir(out_dir) / "inlined" / digest.hexdigest()[:12] / path.name
+    if dst.exists():
+        return dst
+    model = onnx.load(str(path))
+    if model.ByteSize() > PROTOBUF_LIMIT:
+        raise BuildError(f"{path}: {model.ByteSize()} bytes with its external data; one ONNX "
+                         "file holds at most 2 GiB", hint="farm deploys one self-contained "
+                         "file per model: export a smaller model")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(model, dst)
+    return dst
+
+
 def resolve_model(spec: str | Path, variant: str = "fp32",
                   out_dir: Path | str | None = None) -> ModelInfo:
     """A preset name or a path to an .onnx file -> a checked, built ModelInfo."""
@@ -145,6 +182,7 @@ def resolve_model(spec: str | Path, variant: str = "fp32",
             hint=f"use one of {', '.join(PRESETS)} or a path to an .onnx file",
         )
     check_model_file(path)
+    path = _inline_external_data(path, out_dir)
     sha = file_sha256(path)
     if variant == "fp32":
         return ModelInfo(path.resolve(), sha, None, variant, None)

@@ -3,7 +3,8 @@
 `export(family, dims, opset, dynamic) -> onnx.ModelProto` reproduces what
 `torch.onnx.export(model, (input_ids, attention_mask[, token_type_ids]), opset_version=11|14|17,
 do_constant_folding=True, dynamic_axes={'input_ids': {0: 'batch', 1: 'sequence'}, ...})`
-(torch 2.x, TorchScript exporter) writes for a Hugging Face transformers 4.x model:
+(torch 2.x, TorchScript exporter) writes for a Hugging Face transformers 4.x model with eager
+attention:
 
 - **BERT** (`BertModel`): word + position (a `Slice` of the `position_ids` buffer) + token-type
   Gathers, LayerNorm, additive mask `(1 - mask[:, None, None, :]) * finfo(float32).min`,
@@ -18,12 +19,24 @@ do_constant_folding=True, dynamic_axes={'input_ids': {0: 'batch', 1: 'sequence'}
   Where(., finfo.min, scores)`; FFN scope `/ffn/lin1`, `/ffn/lin2`.
 - **RoBERTa** (`RobertaModel`): position ids from the mask of non-padding tokens,
   `Not(Equal(ids, pad)) -> Cast(int32) -> CumSum -> Mul(mask) -> Cast(int64) -> Add(pad)`.
-- **opset 18, BERT/RoBERTa/ALBERT**: the dynamo exporter's (`torch.onnx.export(...,
-  dynamo=True)`, torch 2.5+, transformers' SDPA attention) pattern as read from torchlib, NOT
-  checked against a real dynamo export: `aten_scaled_dot_product_attention` multiplies Q and
-  Kᵀ (a Transpose [0,1,3,2] of the head layout) each by sqrt(1/sqrt(d)), and the mask of
-  `_prepare_4d_attention_mask_for_sdpa` is `Expand`ed to [B,1,S,S], inverted and
-  `Where(Cast(inverted, bool), finfo.min, inverted)`. Node names keep the TorchScript scopes.
+- **opset 18, every family**: the dynamo exporter's (`torch.onnx.export(..., dynamo=True)`,
+  transformers' default SDPA attention) pattern: `aten_scaled_dot_product_attention` multiplies
+  Q and Kᵀ each by sqrt(1/sqrt(d)), Kᵀ of the [B,H,S,D] heads written through 3-D
+  (`Reshape [-1,S,D] -> Transpose [0,2,1] -> Reshape [B,H,D,S]`); the mask of
+  `_prepare_4d_attention_mask_for_sdpa` (DistilBERT's too) is `Unsqueeze [1,2] -> Expand
+  [B,1,S,S] -> Cast -> Sub(1, .) -> Where(Cast(., bool), finfo.min, .)`; GELU halves first,
+  `x * (0.5 * (1 + erf(x/sqrt 2)))`; RoBERTa's CumSum runs on int64 between two Casts.
+  Node names keep the TorchScript scopes (dynamo writes `node_<Op>_<n>`), literals stay
+  `Constant` nodes (dynamo writes initializers) and weights are inline (dynamo writes
+  FILE.onnx.data): none of that reaches the routes (the front-end folds constants, and
+  `resolve_model` inlines external data).
+- **Checked against real exports** (tests/test_real_torch_exports.py): torch 2.13.0 (CPU),
+  transformers 4.57.6, tiny random-init models; after the front-end the generated file and
+  the real one have the same op histogram at opset 14 (eager attention:
+  `attn_implementation="eager"`; transformers' default SDPA at opset 14 differs only in the
+  scale, `Mul` of Q and Kᵀ by sqrt(scale) instead of `Div`, which the front-end moves after
+  Q·Kᵀ) and at opset 18 (default SDPA). Not reproduced: transformers 5.x, whose exports
+  build the mask with vmap (`GatherND`, `IsNaN`; docs/real-models.md).
 - **ALBERT** (`AlbertModel`): factorised embedding (size E, then
   `embedding_hidden_mapping_in` E->H), ONE layer's weights shared by every layer, and
   `gelu_new` (tanh chain `0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))`).
@@ -59,7 +72,7 @@ class Dims:
     ffn: int = 128
     seq: int = 16
     vocab: int = 200
-    max_pos: int = 160  # above the default sequence (128) a dynamic export is bound to
+    max_pos: int = 512  # Hugging Face's default (max_position_embeddings)
     embed: int = 32  # ALBERT's factorised embedding size
     seed: int = 0
 
@@ -155,6 +168,8 @@ def _gelu(e: _Export, scope: str, x: str) -> str:
         return e.op("Mul", scope, [half, e.op("Add", scope, [e.const(scope, 1.0), t])])
     div = e.op("Div", scope, [x, e.const(scope, 1.4142135381698608)])
     erf = e.op("Add", scope, [e.op("Erf", scope, [div]), e.const(scope, 1.0)])
+    if e.opset >= 18:  # torchlib's aten_gelu halves first
+        return e.op("Mul", scope, [x, e.op("Mul", scope, [e.const(scope, 0.5), erf])])
     return e.op("Mul", scope, [e.op("Mul", scope, [x, erf]), e.const(scope, 0.5)])
 
 
@@ -169,7 +184,9 @@ def _embeddings(e: _Export) -> str:
     if fam == "roberta":  # create_position_ids_from_input_ids, padding_idx 1
         ne = e.op("Not", sc, [e.op("Equal", sc, ["input_ids", e.const(sc, np.array(1))])])
         m = e.op("Cast", sc, [ne], to=TensorProto.INT32)
-        cs = e.op("CumSum", sc, [m, e.const(sc, np.array(1, np.int64))])
+        # torch's cumsum of int32 is int64: dynamo writes both casts, TorchScript neither
+        cs = e.op("CumSum", sc, [e.op("Cast", sc, [m], to=TensorProto.INT64) if e.opset >= 18
+                                 else m, e.const(sc, np.array(1, np.int64))])
         inc = e.op("Mul", sc, [e.op("Cast", sc, [cs], to=TensorProto.INT32), m])
         ids = e.op("Add", sc, [e.op("Cast", sc, [inc], to=TensorProto.INT64),
                                e.const(sc, np.array(1, np.int64))])
@@ -196,15 +213,17 @@ def _embeddings(e: _Export) -> str:
 
 def _additive_mask(e: _Export) -> str:
     sc = "/"
-    m = e.unsqueeze(sc, e.unsqueeze(sc, "attention_mask", [1]), [2])
-    m = e.op("Cast", sc, [m], to=TensorProto.FLOAT)
     if e.opset >= 18:  # _prepare_4d_attention_mask_for_sdpa: expand, invert, masked_fill
+        m = e.unsqueeze(sc, "attention_mask", [1, 2])
         shape = e.op("Concat", sc, [e.dim(sc, "input_ids", 0), e.const(sc, np.array([1], np.int64)),
                                     e.dim(sc, "input_ids", 1), e.dim(sc, "input_ids", 1)],
                      axis=0)
-        inv = e.op("Sub", sc, [e.const(sc, 1.0), e.op("Expand", sc, [m, shape])])
+        m = e.op("Cast", sc, [e.op("Expand", sc, [m, shape])], to=TensorProto.FLOAT)
+        inv = e.op("Sub", sc, [e.const(sc, 1.0), m])
         cond = e.op("Cast", sc, [inv], to=TensorProto.BOOL)
         return e.op("Where", sc, [cond, e.const(sc, np.array(F32_MIN, np.float32)), inv])
+    m = e.unsqueeze(sc, e.unsqueeze(sc, "attention_mask", [1]), [2])
+    m = e.op("Cast", sc, [m], to=TensorProto.FLOAT)
     return e.op("Mul", sc, [e.op("Sub", sc, [e.const(sc, 1.0), m]), e.const(sc, F32_MIN)])
 
 
@@ -224,13 +243,24 @@ def _layer(e: _Export, i: int, x: str, mask: str) -> str:
     q = e.op("Transpose", att, [e.reshape(att, proj[names[0]], x, [d.heads, hd])],
              perm=[0, 2, 1, 3])
     k = e.op("Transpose", att, [e.reshape(att, proj[names[1]], x, [d.heads, hd])],
-             perm=[0, 2, 3, 1])
+             perm=[0, 2, 1, 3] if e.opset >= 18 else [0, 2, 3, 1])  # SDPA takes K unflipped
     v = e.op("Transpose", att, [e.reshape(att, proj[names[2]], x, [d.heads, hd])],
              perm=[0, 2, 1, 3])
     def scale() -> str:
         return e.const(att, np.array(math.sqrt(hd), np.float32))
 
-    if fam == "distilbert":
+    if e.opset >= 18:  # torchlib's aten_scaled_dot_product_attention (every family)
+        flat = e.op("Concat", att, [e.const(att, np.array([-1], np.int64)), e.dim(att, x, 1),
+                                    e.const(att, np.array([hd], np.int64))], axis=0)
+        kt = e.op("Transpose", att, [e.op("Reshape", att, [k, flat])], perm=[0, 2, 1])
+        back = e.op("Concat", att, [e.dim(att, x, 0), e.const(att, np.array([d.heads], np.int64)),
+                                    e.const(att, np.array([hd], np.int64)), e.dim(att, x, 1)],
+                    axis=0)
+        kt = e.op("Reshape", att, [kt, back])  # Kᵀ through 3-D: [B*H,S,D] -> [B,H,D,S]
+        half = e.const(att, np.array(1.0 / math.sqrt(math.sqrt(hd)), np.float32))
+        scores = e.op("MatMul", att, [e.op("Mul", att, [q, half]), e.op("Mul", att, [kt, half])])
+        scores = e.op("Add", att, [scores, mask])
+    elif fam == "distilbert":
         scores = e.op("MatMul", att, [e.op("Div", att, [q, scale()]), k])
         zero = e.op("Equal", att, ["attention_mask", e.const(att, np.array(0, np.int64))])
         shape = e.op("Concat", att, [e.dim(att, x, 0), e.const(att, np.array([1, 1], np.int64)),
@@ -239,12 +269,6 @@ def _layer(e: _Export, i: int, x: str, mask: str) -> str:
                                       e.op("Shape", att, [scores])])
         scores = e.op("Where", att, [masked, e.const(att, np.array(F32_MIN, np.float32)),
                                      scores])
-    elif e.opset >= 18:  # torchlib's aten_scaled_dot_product_attention: sqrt(scale) both sides
-        kt = e.op("Transpose", att, [e.op("Transpose", att, [k], perm=[0, 1, 3, 2])],
-                  perm=[0, 1, 3, 2])  # k is [0,2,3,1] here: undo, then SDPA's own transpose
-        half = e.const(att, np.array(1.0 / math.sqrt(math.sqrt(hd)), np.float32))
-        scores = e.op("MatMul", att, [e.op("Mul", att, [q, half]), e.op("Mul", att, [kt, half])])
-        scores = e.op("Add", att, [scores, mask])
     else:
         scores = e.op("Add", att, [e.op("Div", att, [e.op("MatMul", att, [q, k]), scale()]),
                                    mask])
@@ -287,7 +311,7 @@ def export(family: str, dims: Dims = SMALL, opset: int = 14, dynamic: bool = Tru
         raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
     e = _Export(family, dims, opset, dynamic)
     x = _embeddings(e)
-    mask = "" if family == "distilbert" else _additive_mask(e)
+    mask = "" if family == "distilbert" and opset < 18 else _additive_mask(e)
     for i in range(dims.layers):
         x = _layer(e, i, x, mask)
     e.nodes[-1].output[0] = "last_hidden_state"

@@ -123,7 +123,16 @@ class Graph:
 
 
 def constants_to_initializers(model: onnx.ModelProto) -> None:
+    """Constant nodes, and Identity nodes of an initializer, become initializers.
+
+    The Identity case: torch's TorchScript exporter writes ONE initializer per distinct
+    value and `Identity(init) -> <param name>` for every other parameter with the same bytes
+    (tied weights; every zero bias and unit LayerNorm scale of a freshly initialised model).
+    The rewrites read parameters as constants, so those must be initializers too.
+    """
     keep = []
+    inits = {i.name: i for i in model.graph.initializer}
+    outputs = {o.name for o in model.graph.output}
     for n in model.graph.node:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
             a = n.attribute[0]
@@ -134,6 +143,14 @@ def constants_to_initializers(model: onnx.ModelProto) -> None:
                 t = numpy_helper.from_array(np.asarray(helper.get_attribute_value(a)))
             t.name = n.output[0]
             model.graph.initializer.append(t)
+            inits[t.name] = t
+        elif (n.op_type == "Identity" and n.domain in ("", "ai.onnx") and n.input[0] in inits
+              and n.output[0] not in outputs):
+            t = onnx.TensorProto()
+            t.CopyFrom(inits[n.input[0]])
+            t.name = n.output[0]
+            model.graph.initializer.append(t)
+            inits[t.name] = t
         else:
             keep.append(n)
     del model.graph.node[:]

@@ -11,8 +11,9 @@ Steps, in order (each says why it is where it is):
 5. ORT's symbolic shape inference (knows contrib ops), then onnxscript's optimizer
    (constant folding incl. the Shape/Gather/Concat chains of dynamic exports, dead code):
    the maintained generic pass, chosen over onnxslim/onnxsim (docs/real-models.md);
-6. encoder rewrites needing folded constants: Gemm -> MatMul+Add, Where masks -> additive,
-   query scale moved after Q·Kᵀ; then onnxscript once more;
+6. encoder rewrites needing folded constants (and, for SDPA's 3-D Kᵀ, onnxscript's inferred
+   shapes): Gemm -> MatMul+Add, Where masks -> additive, query scale moved after Q·Kᵀ,
+   Transposes merged; then onnxscript once more;
 7. ONNX shape inference; tensors whose shape is still unknown are reported (`symbolic`).
 `canonicalize(src, spec, out_dir)` caches the result by (source sha256, shapes, front-end code).
 """
@@ -127,6 +128,7 @@ def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec, *,
     counts["gemm"] = rewrite.gemm_to_matmul(g)
     counts["where_mask"] = rewrite.where_mask_to_additive(g)
     counts["query_scale"] = rewrite.move_query_scale(g)
+    counts["transpose_3d"] = rewrite.fold_3d_transpose(g)
     counts["transposes"] = rewrite.fuse_transposes(g)
     counts["sdpa_mask"] = rewrite.sdpa_mask_to_additive(g)
     if dequantize:

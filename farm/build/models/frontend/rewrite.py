@@ -11,8 +11,9 @@ onnxsim fuses these; see docs/real-models.md).
   (1 - Cast(mask)) * NEG` on the [B,1,1,S] mask (same softmax for 0/1 masks).
 - `move_query_scale`: `MatMul(Div|Mul(q, a), [Mul(k, b)])` -> `Mul(MatMul(q, k), a*b)`, also
   through quantize_static's activation Q/DQ pair (the pair's scale takes the factor).
-- `fuse_transposes`, `sdpa_mask_to_additive`: the dynamo/SDPA pattern (Kᵀ as two
-  Transposes; the mask Expanded to [B,1,S,S] and applied by `Where(Cast(inv, bool))`).
+- `fold_3d_transpose`, `fuse_transposes`, `sdpa_mask_to_additive`: the dynamo/SDPA pattern
+  (Kᵀ as a Reshape-Transpose-Reshape through 3-D, then two Transposes; the mask Expanded to
+  [B,1,S,S] and applied by `Where(Cast(inv, bool))`).
 """
 
 from __future__ import annotations
@@ -212,6 +213,41 @@ def move_query_scale(g: Graph) -> int:
         raw = g.add("MatMul", ins, name=mm.name).output[0]
         g.add("Mul", [raw, g.add_const(f"{scope}.scale", np.array(factor, np.float32))],
               [mm.output[0]], name=f"{scope}/scale_Mul")
+        done += 1
+    return done
+
+
+def _static_shape(g: Graph, name: str) -> list[int] | None:
+    """The inferred static shape of `name` (value_info or a graph input), else None."""
+    for v in [*g.g.value_info, *g.g.input]:
+        if v.name == name and v.type.tensor_type.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else -1
+                    for d in v.type.tensor_type.shape.dim]
+            return dims if all(d > 0 for d in dims) else None
+    return None
+
+
+def fold_3d_transpose(g: Graph) -> int:
+    """torchlib's `aten_scaled_dot_product_attention` (torch 2.9+ dynamo export) writes Kᵀ of
+    the [B,H,S,D] heads as `Reshape([-1,S,D]) Transpose([0,2,1]) Reshape([B,H,D,S])`; that is
+    `Transpose(k, [0,1,3,2])`, which `fuse_transposes` then merges with the head split's.
+    Needs the shapes onnxscript inferred (value_info): the 3-D detour is only a swap of the
+    last two axes when the outer Reshapes keep the leading two dims."""
+    done = 0
+    for r2 in [n for n in g.nodes if n.op_type == "Reshape"]:
+        t = g.src(r2.input[0], "Transpose")
+        r1 = None if t is None else g.src(t.input[0], "Reshape")
+        if r1 is None or [int(p) for p in attr(t, "perm") or []] != [0, 2, 1]:
+            continue
+        x, mid, out = (_static_shape(g, n) for n in (r1.input[0], r1.output[0], r2.output[0]))
+        if x is None or mid is None or out is None or len(x) != 4:
+            continue
+        b, h, s, d = x
+        if mid != [b * h, s, d] or out != [b, h, d, s] or len(g.users(r1.output[0])) != 1 \
+                or len(g.users(t.output[0])) != 1:
+            continue
+        g.kill(r1, t, r2)
+        g.add("Transpose", [r1.input[0]], [r2.output[0]], name=r2.name, perm=[0, 1, 3, 2])
         done += 1
     return done
 
