@@ -38,9 +38,10 @@ import time
 PROTO = 1
 MAX_LINE_BYTES = 1 << 20
 ROUTE_TABLE = "routes.json"  # under runners/: the routes deploy shipped (host registry)
-# farm feature name -> /proc/cpuinfo flag (same names as the inventory)
+# farm feature name -> /proc/cpuinfo flag (same names as the inventory; Linux spells AVX-512
+# VNNI `avx512_vnni`, farm/inventory/builtin.py maps the same flags the other way)
 X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "avx512bw",
-             "avx512vnni": "avx512vnni", "avxvnni": "avx_vnni", "f16c": "f16c",
+             "avx512vnni": "avx512_vnni", "avxvnni": "avx_vnni", "f16c": "f16c",
              "sse4.2": "sse4_2"}
 ARM_FLAGS = {"neon": "asimd", "dotprod": "asimddp", "i8mm": "i8mm", "sve": "sve",
              "fp16": "fphp"}

@@ -163,3 +163,21 @@ def test_cpu_features_from_cpuinfo():
     # Linux's spellings of the VNNI flags (a Sapphire Rapids /proc/cpuinfo line)
     spr = "flags\t\t: avx512f avx512bw avx512_vnni avx_vnni amx_int8 avx512_bf16\n"
     assert cpu_features(spr, "x86_64") == ("avx512bw", "avx512f", "avx512vnni", "avxvnni")
+
+
+def test_the_agent_reads_cpuinfo_flags_as_the_host_does():
+    """The agent (on the device, no farm package) keeps its own copy of the flag names: it
+    must map every /proc/cpuinfo flag to the same feature as the host's builtin inventory,
+    or `devices check` calls a feature the inventory lists missing (as avx512_vnni did)."""
+    import importlib.util
+    from pathlib import Path
+
+    from farm.inventory import builtin
+
+    path = Path(__file__).resolve().parent.parent / "agents" / "farm_agent.py"
+    spec = importlib.util.spec_from_file_location("farm_agent_flags", path)
+    assert spec and spec.loader
+    agent = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(agent)
+    assert {flag: name for name, flag in agent.X86_FLAGS.items()} == builtin._X86_FLAGS
+    assert {flag: name for name, flag in agent.ARM_FLAGS.items()} == builtin._ARM_FLAGS
