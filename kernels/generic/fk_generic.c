@@ -174,7 +174,7 @@ void fk_gemm_i8_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
 }
 
 void fk_gemm_q4_0_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
-    const int nb = g->K / FK_QK;
+    const int nb = g->K / FK_QK, lda = g->lda > 0 ? g->lda : nb;
     const fk_block_q8_0 *aq = (const fk_block_q8_0 *)g->aq;
     const fk_panel_q4_0 *w = (const fk_panel_q4_0 *)g->w;
     for (int m = m0; m < m1; m++) {
@@ -184,7 +184,7 @@ void fk_gemm_q4_0_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1)
             float s = 0.0f;
             for (int b = 0; b < nb; b++) {
                 const fk_panel_q4_0 *wb = &w[(size_t)(n / FK_NR) * nb + b];
-                const fk_block_q8_0 *ab = &aq[(size_t)m * nb + b];
+                const fk_block_q8_0 *ab = &aq[(size_t)m * lda + b];
                 int32_t si = 0;
                 for (int h = 0; h < 4; h++)
                     for (int t = 0; t < 4; t++) {

@@ -62,7 +62,7 @@ enum fk_epilogue {
  *            panels of FK_NR columns: panel p, group g of 4 k's, column j, k%4 at
  *            ((p*K4 + g)*FK_NR + j)*4 + k%4 (the layout of VNNI vpdpbusd and ARM sdot),
  *            zero-padded; per-column scales w_scale.
- * gemm_q4_0: A = aq fk_block_q8_0 [M][K/32], W = w fk_panel_q4_0 [ceil(N/16)][K/32]
+ * gemm_q4_0: A = aq fk_block_q8_0 [M][K/32] (row stride lda blocks, 0 = K/32), W = w fk_panel_q4_0 [ceil(N/16)][K/32]
  *            (K % 32 == 0), from fk_pack_b_q4_0; padding columns have d = 0. */
 typedef struct {
     int M, N, K;

@@ -9,6 +9,8 @@
 #include <time.h>
 
 #define ROWS_PER_TASK 8
+/* quantised activation rows: a multiple of 64 (cache lines) and of sizeof(fk_block_q8_0) */
+#define QA_ALIGN 576
 
 double fk_now_ms(void) {
     struct timespec ts;
@@ -49,14 +51,12 @@ static int64_t pad_position(const fk_exec *e, int slot, int64_t pad, int t) {
     return pad + n;
 }
 
-static void run_task(void *vctx, int task, int thread) {
-    task_ctx *c = vctx;
+/* A row-wise step (embedding, norms, adds, activations, quantisation) on rows [r0, r1). */
+static void row_step(const task_ctx *c, int r0, int r1) {
     fk_exec *e = c->e;
     const fk_op *op = c->op;
     const fk_kernels *k = e->k;
-    const int S = e->S, H = op->p[0], D = op->p[1];
-    int r0 = task * c->task_rows, r1 = r0 + c->task_rows;
-    if (r1 > c->rows) r1 = c->rows;
+    const int S = e->S;
     switch (c->step) {
     case S_EMBED:
         for (int t = r0; t < r1; t++) {
@@ -122,14 +122,33 @@ static void run_task(void *vctx, int task, int thread) {
         break;
     case S_QUANT:
         for (int t = r0; t < r1; t++) {
+            /* row t at t * qa_stride whatever the FC: in a segment, threads quantise for
+             * different FCs at once, each on its own rows */
             if (c->wtype == FK_W_I8) { /* rows padded to a multiple of 4 with zeros (fk.h) */
-                int8_t *q = (int8_t *)e->qa + (size_t)t * FK_K4(c->cols);
+                int8_t *q = (int8_t *)e->qa + (size_t)t * e->qa_stride;
                 k->quantize_row_i8(c->cols, c->x + (size_t)t * c->cols, q, &e->qscale[t]);
                 memset(q + c->cols, 0, (size_t)(FK_K4(c->cols) - c->cols));
             }
             else
-                k->quantize_row_q8_0(c->cols, c->x + (size_t)t * c->cols, (fk_block_q8_0 *)e->qa + (size_t)t * (c->cols / FK_QK));
+                k->quantize_row_q8_0(c->cols, c->x + (size_t)t * c->cols, (fk_block_q8_0 *)((char *)e->qa + (size_t)t * e->qa_stride));
         }
+        break;
+    default: break;
+    }
+}
+
+static void run_task(void *vctx, int task, int thread) {
+    task_ctx *c = vctx;
+    fk_exec *e = c->e;
+    const fk_op *op = c->op;
+    const fk_kernels *k = e->k;
+    const int S = e->S, H = op->p[0], D = op->p[1];
+    int r0 = task * c->task_rows, r1 = r0 + c->task_rows;
+    if (r1 > c->rows) r1 = c->rows;
+    switch (c->step) {
+    case S_EMBED: case S_TRIGRAM: case S_NONORM: case S_RELU: case S_LN: case S_ADD: case S_BIAS: case S_GELU:
+    case S_TANH: case S_QUANT:
+        row_step(c, r0, r1);
         break;
     case S_GEMM: {
         int rc = task % c->row_chunks, cc = task / c->row_chunks;
@@ -188,17 +207,20 @@ static void run_task(void *vctx, int task, int thread) {
     }
 }
 
-static void mark(fk_exec *e, const fk_op *op, const char *suffix, const char *cat) {
+static void prof_add(fk_exec *e, const fk_op *op, const char *suffix, const char *cat, double ms) {
     fk_prof *p = e->prof;
-    if (!p) return;
-    double now = fk_now_ms();
     if (p->n < FK_PROF_MAX) {
         snprintf(p->name[p->n], sizeof p->name[0], "%s%s", op->name, suffix);
         p->op[p->n] = fk_op_kind_name(op->kind);
         p->cat[p->n] = cat;
-        p->ms[p->n] += now - e->t_mark;
+        p->ms[p->n] += ms;
         p->n++;
     }
+}
+
+static void mark(fk_exec *e, const fk_op *op, const char *suffix, const char *cat) {
+    if (!e->prof) return;
+    prof_add(e, op, suffix, cat, fk_now_ms() - e->t_mark);
     e->t_mark = fk_now_ms();
 }
 
@@ -249,30 +271,38 @@ static void gemm_split(int M, int N, int row_unit, int col_unit, const short cut
         }
 }
 
+/* The GEMM arguments of an FC op (its A is the quantised activations for int8/4-bit). */
+static void fc_args(fk_exec *e, task_ctx *c) {
+    const fk_op *op = c->op;
+    fk_gemm_args *g = &c->g;
+    memset(g, 0, sizeof *g);
+    g->M = c->rows, g->N = op->p[1], g->K = op->p[2], g->lda = op->p[2], g->ldc = op->p[1];
+    g->w = fk_plan_data(e->plan, op->t[0]), g->w_scale = op->t[2] >= 0 ? T_(e, op->t[2]) : NULL;
+    g->bias = op->t[1] >= 0 ? T_(e, op->t[1]) : NULL;
+    c->wtype = op->p[0];
+    if (c->wtype != FK_W_F32)
+        g->aq = e->qa, g->a_scale = e->qscale,
+        g->lda = c->wtype == FK_W_I8 ? (int)e->qa_stride : (int)(e->qa_stride / sizeof(fk_block_q8_0));
+    else g->a = B_(e, op->in[0]);
+    const int act = op->p[3];
+    g->epi = act == FK_ACT_GELU ? FK_EPI_BIAS_GELU : act == FK_ACT_GELU_TAB ? FK_EPI_BIAS_GELU_TAB
+             : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : g->bias ? FK_EPI_BIAS : FK_EPI_NONE; /* tanh: after */
+    g->c = B_(e, op->out);
+}
+
 static void run_fc(fk_exec *e, task_ctx *c) {
     const fk_op *op = c->op;
     const int N = op->p[1], K = op->p[2], nth = fk_pool_size(e->pool), M = c->rows;
     fk_gemm_args *g = &c->g;
-    memset(g, 0, sizeof *g);
-    g->M = M, g->N = N, g->K = K, g->lda = K, g->ldc = N;
-    g->w = fk_plan_data(e->plan, op->t[0]), g->w_scale = op->t[2] >= 0 ? T_(e, op->t[2]) : NULL;
-    g->bias = op->t[1] >= 0 ? T_(e, op->t[1]) : NULL;
-    c->wtype = op->p[0];
+    fc_args(e, c);
     if (c->wtype != FK_W_F32) {
         c->x = B_(e, op->in[0]), c->cols = K;
         rows_pass(e, c, S_QUANT);
-        g->aq = e->qa, g->a_scale = e->qscale, g->lda = FK_K4(K);
         if (!e->fused) mark(e, op, "/quantize", "fc");
-    } else {
-        g->a = B_(e, op->in[0]);
     }
     const int act = op->p[3];
     float *out = B_(e, op->out);
-    if (e->fused) {
-        g->epi = act == FK_ACT_GELU ? FK_EPI_BIAS_GELU : act == FK_ACT_GELU_TAB ? FK_EPI_BIAS_GELU_TAB
-                 : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : g->bias ? FK_EPI_BIAS : FK_EPI_NONE; /* tanh: after */
-        g->c = out;
-    } else {
+    if (!e->fused) { /* every step materialised: the GEMM alone, then bias, then activation */
         g->epi = FK_EPI_NONE;
         g->c = (g->bias || act) ? e->tmp1 : out;
     }
@@ -338,12 +368,134 @@ static void run_attention(fk_exec *e, task_ctx *c) {
     c->step = S_PV, fk_pool_run(e->pool, tasks, run_task, c), mark(e, op, "/pv", "attention");
 }
 
+
+/* Fused mode runs each run of consecutive row-local ops (everything but attention and the
+ * per-sequence ops after a Row) as ONE pool job, a "segment": each task takes a block of token
+ * rows through every op of the segment in plan order (quantise, GEMM on its rows and all
+ * columns, norm, residual, ...), since no such op reads another row of its input. An encoder
+ * layer is then two jobs (its row-local ops, its attention) instead of one per op and step
+ * (~35 per MobileBERT layer at int8, each a wake-up and a wait on a VM whose vCPUs are
+ * time-shared), and a thread's rows stay in its own cache from op to op. Rows are cut on the
+ * GEMMs' register blocks, so the per-row arithmetic, hence the output, is the same at any
+ * thread count. Profiling: each op's time is measured inside every task, and the segment's
+ * wall time is shared out in proportion (the runner's per-op total still sums to the run). */
+static int row_local(const fk_exec *e, const fk_op *op) {
+    switch (op->kind) {
+    case FK_OP_EMBED: case FK_OP_TRIGRAM: case FK_OP_LAYERNORM: case FK_OP_NONORM: case FK_OP_ADD:
+    case FK_OP_GELU: case FK_OP_FC: break;
+    default: return 0;
+    }
+    if (e->plan->bufs[op->out].rows == FK_BUF_SEQS) return 0;
+    for (int i = 0; i < 4; i++)
+        if (op->in[i] >= 0 && (uint32_t)op->in[i] < e->plan->n_bufs && e->plan->bufs[op->in[i]].rows == FK_BUF_SEQS) return 0;
+    return 1;
+}
+
+/* One row-local op on token rows [r0, r1). */
+static void op_rows(fk_exec *e, const fk_op *op, int r0, int r1) {
+    task_ctx c = {.e = e, .op = op, .y = B_(e, op->out), .cols = cols_(e, op->out), .rows = rows_(e, op->out)};
+    switch (op->kind) {
+    case FK_OP_EMBED: c.step = S_EMBED; break;
+    case FK_OP_TRIGRAM: c.step = S_TRIGRAM; break;
+    case FK_OP_LAYERNORM: c.step = S_LN, c.x = B_(e, op->in[0]), c.r = B_(e, op->in[1]); break;
+    case FK_OP_NONORM: c.step = S_NONORM, c.x = B_(e, op->in[0]), c.r = B_(e, op->in[1]); break;
+    case FK_OP_ADD: c.step = S_ADD, c.x = B_(e, op->in[0]), c.r = B_(e, op->in[1]); break;
+    case FK_OP_GELU: c.step = S_GELU, c.x = B_(e, op->in[0]), c.wtype = op->p[0]; break;
+    case FK_OP_FC: {
+        fc_args(e, &c);
+        if (c.wtype != FK_W_F32) {
+            task_ctx q = c;
+            q.step = S_QUANT, q.x = B_(e, op->in[0]), q.cols = op->p[2];
+            row_step(&q, r0, r1);
+        }
+        if (c.wtype == FK_W_F32) e->k->gemm_f32(&c.g, r0, r1, 0, c.g.N);
+        else if (c.wtype == FK_W_I8) e->k->gemm_i8(&c.g, r0, r1, 0, c.g.N);
+        else e->k->gemm_q4_0(&c.g, r0, r1, 0, c.g.N);
+        const int act = op->p[3];
+        if (act != FK_ACT_TANH && act != FK_ACT_GELU_TANH) return;
+        c.x = c.y, c.cols = op->p[1], c.wtype = FK_GELU_TANH, c.step = act == FK_ACT_TANH ? S_TANH : S_GELU;
+        break;
+    }
+    default: return;
+    }
+    row_step(&c, r0, r1);
+}
+
+typedef struct {
+    fk_exec *e;
+    uint32_t first, last; /* ops [first, last) */
+    int tasks, unit;
+} seg_ctx;
+
+static void seg_task(void *vctx, int task, int thread) {
+    const seg_ctx *s = vctx;
+    fk_exec *e = s->e;
+    const int blocks = (e->T + s->unit - 1) / s->unit;
+    int r0 = (int)((int64_t)blocks * task / s->tasks) * s->unit, r1 = (int)((int64_t)blocks * (task + 1) / s->tasks) * s->unit;
+    if (r1 > e->T) r1 = e->T;
+    if (r0 >= r1) return;
+    double *ms = e->prof ? e->seg_ms + (size_t)thread * e->seg_max : NULL, t = ms ? fk_now_ms() : 0;
+    for (uint32_t i = s->first; i < s->last; i++) {
+        op_rows(e, &e->plan->ops[i], r0, r1);
+        if (ms) {
+            const double now = fk_now_ms();
+            ms[i - s->first] += now - t, t = now;
+        }
+    }
+}
+
+static const char *fused_cat(const fk_op *op) {
+    switch (op->kind) {
+    case FK_OP_FC: return "fc";
+    case FK_OP_LAYERNORM: case FK_OP_NONORM: return "layernorm";
+    case FK_OP_GELU: return "gelu";
+    default: return "other";
+    }
+}
+
+/* Rows per block: a multiple of every GEMM kind's register block (capped), so no task cut
+ * falls inside one. */
+static int seg_unit(const fk_kernels *k) {
+    int u = 1;
+    for (int kind = 0; kind < 3; kind++) {
+        int a = u, b = k_rows(k, kind);
+        while (b) { const int t = a % b; a = b, b = t; }
+        u = u / a * k_rows(k, kind);
+    }
+    return u > 32 ? 32 : u;
+}
+
+static void run_segment(fk_exec *e, uint32_t first, uint32_t last) {
+    const int nth = fk_pool_size(e->pool), unit = seg_unit(e->k), blocks = (e->T + unit - 1) / unit;
+    seg_ctx s = {.e = e, .first = first, .last = last, .tasks = nth < blocks ? nth : blocks, .unit = unit};
+    if (e->prof) memset(e->seg_ms, 0, sizeof(double) * (size_t)nth * e->seg_max);
+    fk_pool_run(e->pool, s.tasks, seg_task, &s);
+    if (!e->prof) return;
+    const double now = fk_now_ms(), wall = now - e->t_mark;
+    double sum = 0;
+    for (uint32_t i = 0; i < last - first; i++)
+        for (int th = 0; th < nth; th++) sum += e->seg_ms[(size_t)th * e->seg_max + i];
+    for (uint32_t i = first; i < last; i++) {
+        double op_ms = 0;
+        for (int th = 0; th < nth; th++) op_ms += e->seg_ms[(size_t)th * e->seg_max + (i - first)];
+        prof_add(e, &e->plan->ops[i], "", fused_cat(&e->plan->ops[i]), sum > 0 ? wall * op_ms / sum : 0);
+    }
+    e->t_mark = fk_now_ms();
+}
+
 void fk_exec_run(fk_exec *e, fk_prof *prof) {
     e->prof = prof;
     if (prof) prof->n = 0, prof->runs++;
     e->t_mark = fk_now_ms();
     for (uint32_t i = 0; i < e->plan->n_ops; i++) {
         const fk_op *op = &e->plan->ops[i];
+        if (e->fused && row_local(e, op)) {
+            uint32_t j = i + 1;
+            while (j < e->plan->n_ops && row_local(e, &e->plan->ops[j])) j++;
+            run_segment(e, i, j);
+            i = j - 1;
+            continue;
+        }
         task_ctx c = {.e = e, .op = op, .y = B_(e, op->out), .cols = cols_(e, op->out), .rows = rows_(e, op->out)};
         switch (op->kind) {
         case FK_OP_ROW: { /* B row copies: too small for the pool */
@@ -448,13 +600,22 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
     }
     e->buf = xcalloc(p->n_bufs, sizeof(float *), &oom);
     for (uint32_t i = 0; i < p->n_bufs && !oom; i++) e->buf[i] = xcalloc((size_t)rows_(e, (int)i) * p->bufs[i].cols, sizeof(float), &oom);
-    e->qa = xcalloc((size_t)e->T, qa ? qa : 1, &oom);
+    e->qa_stride = (qa + QA_ALIGN - 1) / QA_ALIGN * QA_ALIGN;
+    e->qa = xcalloc((size_t)e->T, e->qa_stride ? e->qa_stride : 1, &oom);
     e->qscale = xcalloc((size_t)e->T, sizeof(float), &oom);
     e->mask = xcalloc((size_t)e->T, sizeof(float), &oom);
     if (!fused) {
         e->tmp1 = xcalloc((size_t)e->T * tmp, sizeof(float), &oom);
         e->tmp2 = xcalloc((size_t)e->T * tmp, sizeof(float), &oom);
         e->scores = xcalloc((size_t)e->B * scores * e->S * e->S, sizeof(float), &oom);
+    }
+    if (fused) { /* per thread, per op of the longest segment: profiled times */
+        uint32_t run = 0;
+        for (uint32_t i = 0; i < p->n_ops; i++) {
+            run = row_local(e, &p->ops[i]) ? run + 1 : 0;
+            if ((int)run > e->seg_max) e->seg_max = (int)run;
+        }
+        e->seg_ms = xcalloc((size_t)fk_pool_size(pool) * (size_t)(e->seg_max ? e->seg_max : 1), sizeof(double), &oom);
     }
     e->scratch = xcalloc((size_t)fk_pool_size(pool), sizeof(float *), &oom);
     for (int i = 0; i < fk_pool_size(pool) && !oom; i++) e->scratch[i] = xcalloc((size_t)e->S, sizeof(float), &oom);
@@ -487,6 +648,6 @@ void fk_exec_free(fk_exec *e) {
     for (uint32_t i = 0; e->buf && i < p->n_bufs; i++) free(e->buf[i]);
     for (int i = 0; e->scratch && i < fk_pool_size(e->pool); i++) free(e->scratch[i]);
     free(e->in), free(e->buf), free(e->scratch), free(e->qa), free(e->qscale), free(e->mask);
-    free(e->tmp1), free(e->tmp2), free(e->scores);
+    free(e->tmp1), free(e->tmp2), free(e->scores), free(e->seg_ms);
     memset(e, 0, sizeof *e);
 }

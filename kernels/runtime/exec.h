@@ -34,10 +34,13 @@ typedef struct {
     int64_t **in;     /* per plan input: B*S ids (NULL if absent) */
     float **buf;      /* per plan buffer: T x cols */
     float *mask;      /* B*S additive mask, rebuilt per attention op */
-    void *qa;         /* quantised activations */
+    void *qa;         /* quantised activations, row t at t * qa_stride bytes */
+    size_t qa_stride;
     float *qscale;
     float *tmp1, *tmp2, *scores;
     float **scratch;  /* per thread, S floats */
+    double *seg_ms;   /* fused: per thread x seg_max, each op's profiled time in a segment */
+    int seg_max;      /* ops in the longest segment */
     fk_prof *prof;    /* non-NULL while profiling */
     double t_mark;
 } fk_exec;

@@ -56,6 +56,22 @@ def test_outputs_do_not_depend_on_the_thread_count(tiny, tmp_path, exe_x86, vari
         assert np.array_equal(outs[0], other)
 
 
+@pytest.mark.parametrize("variant", ["fp32", "int8-dynamic"])
+def test_profile_of_fused_segments_adds_up_at_two_threads(tiny, tmp_path, exe_x86, variant) -> None:
+    """Fused mode runs the row-local ops between attentions as one job per segment; the
+    profile shares each segment's wall time out by the ops' own times, so every plan op shows
+    once, each with time, and the per-op total is the profiled run's wall time (not twice it,
+    as summing both threads' times would give)."""
+    model, plan = _plan(tiny, tmp_path, variant)
+    res = run_exec(exe_x86, plan, model, tmp_path, "--threads", "2", "--profile-runs", "5")
+    assert res.rc == 0, res.stderr
+    ops, info = res.ev("ops")[0], res.ev("info")[0]
+    assert len(ops["nodes"]) == info["ops"]
+    assert all(n["ms"] > 0 for n in ops["nodes"] if n["op"] in ("FC", "Attention", "LayerNorm"))
+    assert 0.6 * ops["run_ms"] <= ops["total_ms"] <= 1.1 * ops["run_ms"], ops
+    assert ops["categories"]["fc"] > ops["categories"]["layernorm"] > 0
+
+
 @pytest.mark.parametrize("variant", ["fp32", "int8-dynamic", "int4"])
 def test_unfused_same_result_more_steps(tiny, tmp_path, exe_x86, variant) -> None:
     model, plan = _plan(tiny, tmp_path, variant)
