@@ -20,6 +20,20 @@ def state_dir() -> Path:
     return path
 
 
+def build_cache_dir() -> Path:
+    """Where outputs that are a pure function of their inputs are kept (TVM libraries, the
+    runner and executor binaries, custom plans, generated and canonical models, each under a
+    content key): $FARM_BUILD_CACHE when set, so several state directories (test sessions,
+    labs, checkouts) build each of them once; else the state directory. What was built for
+    which device (the registry), results, locks and the lab stay in the state directory."""
+    env = os.environ.get("FARM_BUILD_CACHE")
+    if not env:
+        return state_dir()
+    path = Path(env)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def agents_dir() -> Path:
     """Source of the on-device agent and its route runners."""
     return REPO_ROOT / "agents"

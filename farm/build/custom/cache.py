@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.build.registry import sha256_file
-from farm.paths import state_dir
+from farm.paths import build_cache_dir
 
 
 def _compiler_hash() -> str:
@@ -29,7 +29,7 @@ def cached_plan(model_path: Path, *, quant: str | None = None) -> tuple[Path, di
     from farm.build.custom import compile_plan
 
     key = hashlib.sha256(f"{sha256_file(model_path)}:{quant}:{_compiler_hash()}".encode())
-    out_dir = state_dir() / "artifacts" / "custom"
+    out_dir = build_cache_dir() / "artifacts" / "custom"
     plan_path = out_dir / f"{key.hexdigest()[:16]}-{Path(model_path).stem}.plan"
     facts_path = plan_path.with_suffix(".json")
     if plan_path.is_file() and facts_path.is_file():

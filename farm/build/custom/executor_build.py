@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -73,7 +74,9 @@ def _build(arch: str, target: str, out_dir: str | os.PathLike[str]) -> Path:
         if res.returncode != 0:
             raise BuildError(f"building {target} for {arch} failed:\n{res.stderr.strip()[-3000:]}",
                              hint=f"run: {' '.join(cmd)}")
-        staged = out.with_name(out.name + ".tmp")
+        # a name of its own: benches of several devices (or processes sharing a build
+        # cache) may build the same binary at once; the last rename wins, same bytes
+        staged = out.with_name(f"{out.name}.tmp{os.getpid()}-{threading.get_ident()}")
         shutil.copy2(Path(tmp) / target, staged)
         out.with_name(out.name + ".json").write_text(
             json.dumps({"compile_s": round(time.perf_counter() - started, 3)}))

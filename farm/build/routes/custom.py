@@ -12,7 +12,7 @@ from farm.build import registry
 from farm.build.registry import make_artifact
 from farm.build.routes.spec import PlanInput, Progress, Route, RoutePlan
 from farm.inventory.device import Device
-from farm.paths import state_dir
+from farm.paths import build_cache_dir
 
 
 def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
@@ -25,7 +25,7 @@ def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
     # one executor per arch and bench: the fused and unfused keys must run the same binary
     memo = given.memo.setdefault("custom_executor", {})
     if device.arch not in memo:
-        memo[device.arch] = build_executor(device.arch, state_dir() / "artifacts" / "custom")
+        memo[device.arch] = build_executor(device.arch, build_cache_dir() / "artifacts" / "custom")
     executor = memo[device.arch]
     # what plan and executor cost when first built, also on a cache hit (as for TVM)
     build_s = info.get("compile_s", 0.0) + compile_seconds(executor)
@@ -47,7 +47,7 @@ def build(model_path: Path, device: Device, fused: bool,
     report("plan", 0.2)
     plan_path, facts = cached_plan(model_path)
     report("executor", 0.6)
-    executor = build_executor(device.arch, state_dir() / "artifacts" / "custom")
+    executor = build_executor(device.arch, build_cache_dir() / "artifacts" / "custom")
     registry.register(registry.make_artifact(
         "plan", plan_path, "artifacts", source=registry.sha256_file(model_path)))
     registry.register(registry.make_artifact(

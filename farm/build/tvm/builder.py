@@ -39,7 +39,7 @@ from farm.build.tvm.tuning_db import database_hash, default_database_dir
 from farm.categories import tvm_category
 from farm.errors import BuildError
 from farm.inventory.device import Device
-from farm.paths import state_dir
+from farm.paths import build_cache_dir
 
 TVM_VARIANTS = "fp32, int8-dynamic, int8-qdq, int4"
 KERNELS_LIB = "model.kernels.so"
@@ -148,7 +148,7 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
             db_dir = None
     key = artifact_key(model_sha, spec, api.tvm_version(),
                        database_hash(db_dir) if db_dir else None, fusion)
-    out_dir = state_dir() / "artifacts" / "tvm" / key[:24]
+    out_dir = build_cache_dir() / "artifacts" / "tvm" / key[:24]
     lib, meta_path = out_dir / "model.so", out_dir / "model.so.json"
     if lib.is_file() and meta_path.is_file() and (out_dir / KERNELS_LIB).is_file():
         report("cached", 1.0)

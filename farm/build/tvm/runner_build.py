@@ -23,13 +23,14 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from farm.build import registry
 from farm.errors import BuildError
-from farm.paths import agents_dir, state_dir
+from farm.paths import agents_dir, build_cache_dir
 
 LIBS = ("libtvm_runtime.so", "libtvm_ffi.so")
 _CXX = {"x86_64": "x86_64-linux-gnu-g++", "aarch64": "aarch64-linux-gnu-g++"}
@@ -123,14 +124,14 @@ def build_runner(arch: str | None = None) -> RunnerBundle:
     for path in libs.values():
         digest.update(path.read_bytes())
     digest.update(cxx.encode())
-    directory = state_dir() / "runners" / "tvm" / f"{arch}-{digest.hexdigest()[:12]}"
+    directory = build_cache_dir() / "runners" / "tvm" / f"{arch}-{digest.hexdigest()[:12]}"
     binary = directory / "tvm_runner"
     bundle = RunnerBundle(arch, directory, binary, tuple(directory / lib for lib in LIBS))
     if binary.is_file() and all(p.is_file() for p in bundle.libs):
         return _register(bundle)
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    # a directory of its own (several benches or processes may build the same runner at once)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=directory.name + ".tmp", dir=directory.parent))
     for name, path in libs.items():
         shutil.copy2(path, tmp / name)
     ffi = _package_dir("tvm_ffi")
@@ -144,6 +145,9 @@ def build_runner(arch: str | None = None) -> RunnerBundle:
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildError(f"compiling {source.name} for {arch} failed:\n{proc.stderr[-2000:]}")
+    if binary.is_file():  # another builder finished first: same inputs, same bundle
+        shutil.rmtree(tmp, ignore_errors=True)
+        return _register(bundle)
     shutil.rmtree(directory, ignore_errors=True)
     tmp.replace(directory)
     return _register(bundle)

@@ -33,7 +33,7 @@ import onnx
 from farm.build.models.frontend import contrib, graph, rewrite, shapes
 from farm.build.models.frontend.quant import detect_quantisation
 from farm.errors import BuildError
-from farm.paths import state_dir
+from farm.paths import build_cache_dir
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def canonicalize(src: str | Path, spec: shapes.ShapeSpec | None = None,
     spec = spec or shapes.ShapeSpec()
     key = hashlib.sha256(f"{file_sha256(src)}:{spec.key()}:{dequantize}:{_code_hash()}"
                          .encode()).hexdigest()
-    out = (out_dir or state_dir() / "models" / "canonical")
+    out = (out_dir or build_cache_dir() / "models" / "canonical")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{src.stem}-canon-{key[:12]}.onnx"
     meta = path.with_suffix(".json")
