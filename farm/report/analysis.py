@@ -197,10 +197,13 @@ FUSION_OFF_MEANS = (
     "Fusion off means: custom — the same plan and kernels, each op run as separate steps with "
     "every intermediate in memory (GEMM, then bias add, then activation; residual Add, then "
     "LayerNorm/NoNorm; attention as Q·Kᵀ into a full [B,H,S,S] score tensor, scale, mask, "
-    "softmax, ·V); the plan's own rewrites stay (Q and K in one GEMM, NoNorm folded into "
-    "weights, int8 weights packed). ORT — graph_optimization_level DISABLE_ALL: no fusions, "
-    "but also no constant folding or layout changes. TVM — no FuseOps/FuseTIR: every Relax op "
-    "its own scheduled kernel (the same schedules, the same fast-math rewrites).")
+    "softmax, ·V), one thread-pool job per step (fused, the row-local ops between two "
+    "attentions are one job, each thread taking its rows through all of them: at more than "
+    "one thread the reduction includes that schedule); the plan's own rewrites stay (Q and K "
+    "in one GEMM, NoNorm folded into weights, int8 weights packed). ORT — "
+    "graph_optimization_level DISABLE_ALL: no fusions, but also no constant folding or layout "
+    "changes. TVM — no FuseOps/FuseTIR: every Relax op its own scheduled kernel (the same "
+    "schedules, the same fast-math rewrites).")
 
 
 def fusion_table(effects: Sequence[FusionEffect]) -> ReportTable:

@@ -1,6 +1,7 @@
 /* Runs a validated plan on one input set. Fused mode runs each plan op as one kernel call
  * (GEMM with its bias/GELU epilogue, LayerNorm with its residual, attention per head without
- * the score matrix). Unfused mode runs the same plan as separate steps with every
+ * the score matrix), and the row-local ops between two attentions as one pool job (a
+ * segment: each thread takes its token rows through all of them; exec.c). Unfused mode runs the same plan as separate steps with every
  * intermediate materialised (GEMM, bias add, GELU; Add then LayerNorm; QK^T into a full
  * [B,H,S,S] score tensor, scale, mask, softmax, .V), for the fusion experiment. */
 #ifndef FK_EXEC_H

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fkhelpers import QEMU, have_aarch64
+from fkhelpers import QEMU, have_aarch64, int4_block32
 
 from farm.build.custom import build_executor, build_kernel_test
 from farm.build.models import build_model
@@ -48,12 +48,14 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny(model_dir: Path) -> Callable[[str], Path]:
-    """variant -> path of the tiny preset built by farm.build.models (cached per session)."""
+    """variant -> path of the tiny preset built by farm.build.models (cached per session);
+    "int4-b32": the fp32 build quantised with the q4 GEMM's own arithmetic (fkhelpers)."""
     cache: dict[str, Path] = {}
 
     def get(variant: str) -> Path:
         if variant not in cache:
-            cache[variant] = build_model("tiny", variant, model_dir).path
+            cache[variant] = (int4_block32(get("fp32"), model_dir) if variant == "int4-b32"
+                              else build_model("tiny", variant, model_dir).path)
         return cache[variant]
 
     return get

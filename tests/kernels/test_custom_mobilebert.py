@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fkhelpers import ort_outputs, run_exec
+from fkhelpers import int4_block32, ort_outputs, run_exec
 
 from farm.build.custom import compile_plan
 from farm.build.models import build_model
@@ -27,8 +27,10 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     cache: dict[str, Path] = {}
 
     def get(variant: str) -> Path:
+        """int4: the 32-block file (the q4 GEMM's arithmetic, fkhelpers.KERNEL_Q4_OPTIONS)."""
         if variant not in cache:
-            cache[variant] = build_model(SMALL, variant, out).path
+            cache[variant] = (int4_block32(get("fp32"), out) if variant == "int4"
+                              else build_model(SMALL, variant, out).path)
         return cache[variant]
 
     return get
@@ -63,8 +65,8 @@ def test_matches_ort_fused_unfused_and_threads(small, tmp_path, exe_x86, variant
     model = small(variant)
     plan = tmp_path / f"{variant}.plan"
     compile_plan(model, plan)
-    # int4: ORT at accuracy_level 4 (int8 activations per block), the executor's arithmetic;
-    # the variant's file asks ORT for level 0 (fp32 compute, its faster path here)
+    # int4: ORT at accuracy_level 4 on 32-blocks (int8 activations per block), the executor's
+    # arithmetic
     want = ort_outputs(model, int8_compute=variant == "int4")
     fused = run_exec(exe_x86, plan, model, tmp_path, "--threads", "2", "--profile-runs", "1")
     unfused = run_exec(exe_x86, plan, model, tmp_path, "--unfused", "--profile-runs", "1")

@@ -110,20 +110,24 @@ def quantize_q4_0(w: np.ndarray, where: str) -> np.ndarray:
 
 def from_matmul_nbits(blob: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None,
                       k: int, n: int, bits: int, block: int, where: str) -> np.ndarray:
-    """ORT MatMulNBits (4-bit, block 32, symmetric) -> Q4_0 blocks, values unchanged."""
-    if bits != 4 or block != QK or k % QK:
+    """ORT MatMulNBits (4-bit, symmetric, block a multiple of 32) -> Q4_0 blocks, values
+    unchanged: a block of 32 x j weights shares one scale, so it is j Q4_0 blocks with it."""
+    if bits != 4 or block <= 0 or block % QK or k % QK:
         raise BuildError(f"{where}: MatMulNBits with bits={bits}, block_size={block}, K={k}",
-                         hint="only 4-bit, block_size=32, K a multiple of 32 is supported")
-    nb = k // QK
-    raw = np.asarray(blob, np.uint8).reshape(n, nb, QK // 2)
-    q = np.empty((n, nb, QK), np.uint8)
+                         hint="only 4-bit, block_size a multiple of 32 and K a multiple of 32 "
+                              "are supported")
+    nblk = -(-k // block)  # ORT pads K to whole blocks
+    raw = np.asarray(blob, np.uint8).reshape(n, nblk, block // 2)
+    q = np.empty((n, nblk, block), np.uint8)
     q[:, :, 0::2] = raw & 0x0F  # element 2i in the low nibble of byte i
     q[:, :, 1::2] = raw >> 4
     if zero_points is not None:
         zp = np.asarray(zero_points).reshape(n, -1).astype(np.uint8)
-        nibbles = np.stack([zp & 0x0F, zp >> 4], axis=2).reshape(n, -1)[:, :nb]
+        nibbles = np.stack([zp & 0x0F, zp >> 4], axis=2).reshape(n, -1)[:, :nblk]
         if not np.all(nibbles == 8):
             raise BuildError(f"{where}: asymmetric 4-bit weights (zero points != 8)",
                              hint="quantize with is_symmetric=True")
-    d = np.asarray(scales, np.float32).reshape(n, nb)
-    return _pack_q4(d, q)
+    nb, per = k // QK, block // QK
+    q = q.reshape(n, nblk * per, QK)[:, :nb]
+    d = np.repeat(np.asarray(scales, np.float32).reshape(n, nblk), per, axis=1)[:, :nb]
+    return _pack_q4(np.ascontiguousarray(d), np.ascontiguousarray(q))

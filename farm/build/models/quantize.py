@@ -8,8 +8,8 @@ config.VARIANTS):
   calibration over a fixed list of input feeds (`calibration`, deterministic), MatMul only,
   per-tensor. ORT turns the Q/DQ pairs around each MatMul into QLinearMatMul/MatMulInteger
   when graph optimisation is on.
-- ``int4``: `MatMulNBitsQuantizer(bits=4, block_size=32, is_symmetric=True,
-  accuracy_level=0)` (INT4_OPTIONS says why level 0): MatMuls with constant weights become
+- ``int4``: `MatMulNBitsQuantizer(bits=4, block_size=128, is_symmetric=True,
+  accuracy_level=4)` (INT4_OPTIONS says why): MatMuls with constant weights become
   MatMulNBits; activation×activation MatMuls (attention scores/context) stay fp32.
 The quantizers are deterministic for a given onnxruntime version (checked by the tests).
 Each quantized file carries the options its quantizer ran with as JSON in its metadata
@@ -22,12 +22,13 @@ Accuracy against fp32 (last_hidden_state, inputs seed 0, onnxruntime 1.32; outpu
     preset      variant        max|err|  mean|err|  cosine
     tiny        int8-dynamic   0.060     0.013      0.9999
     tiny        int8-qdq       0.475     0.026      0.9994
-    tiny        int4           0.461     0.095      0.993
+    tiny        int4           0.514     0.111      0.990
     mobilebert  int8-dynamic   0.046     0.008      0.9999
     mobilebert  int8-qdq       0.158     0.027      0.9984
-    mobilebert  int4           0.261     0.048      0.9950
+    mobilebert  int4           0.364     0.058      0.9929
 
-(mobilebert: the real MobileBERT graph, corpus/mobilebert.py, outputs std 0.61; the rows
+(int4 at block 128, level 4; at block 32 it was 0.461 / 0.095 / 0.993 and 0.261 / 0.048 /
+0.9950. mobilebert: the real MobileBERT graph, corpus/mobilebert.py, outputs std 0.61; the rows
 before it were measured on the BERT-shaped approximation that preset used to be, where int4
 reached max 1.41 / cosine 0.90.) Random Gaussian weights quantize worse than trained ones
 at 4 bits, and without normalisation the error stays in MobileBERT's residual stream. A
@@ -51,13 +52,19 @@ import onnx
 
 from farm.errors import BuildError
 
-QUANTIZER_REVISION = "2"  # 2: options recorded in the file's metadata (farm.quantizer)
+# 2: options recorded in the file's metadata (farm.quantizer); 3: int4 block 128, level 4
+QUANTIZER_REVISION = "3"
 QUANTIZER_METADATA = "farm.quantizer"  # read by agents/runners/ort_runner.py
-# accuracy_level 0 (fp32 compute): ORT's faster MatMulNBits path on the x86 hosts measured
-# (mobilebert, 1 thread: 42 vs 70 ms on an AVX-512 VNNI Xeon, loaded; the previous host, an
-# AVX2 EPYC, agreed). Level 4 quantises activations to int8 per block, as the custom q4 GEMM
-# does; tests that compare the two switch ORT to level 4 (tests/kernels/fkhelpers.py).
-INT4_OPTIONS = {"bits": 4, "block_size": 32, "is_symmetric": True, "accuracy_level": 0}
+# int4: block 128, accuracy_level 4 (int8 compute, MLAS's CompInt8 path: the only level that
+# selects it, matmul_nbits.cc; level 1 runs as level 0). Measured 2026-12-04 on a 2-core Zen 4
+# EPYC (AVX-512 VNNI, no AMX), ORT 1.32, mobilebert, farm's runner, median ms at 1 / 2 threads
+# in uncontended alternating rounds: fp32 62.9-64.5 / 40.0-41.2; level 4 block 128 57.4-58.5 /
+# 38.1-40.9 (the only set faster than fp32); level 0 block 32 (the previous choice, ORT's
+# faster path on an AMX Xeon) 62.0-65.1 / 40.9-42.7; level 4 block 32 66.9-76.5 / 44.7-51.7;
+# level 0 block 64/128 and asymmetric sets slower. Per-token cosine to fp32 0.9914 / 0.9929
+# (min / mean; bounds 0.80 / 0.93). The custom route reads a 128-block as four Q4_0 blocks of
+# the same scale (build/custom/weights.py), TVM dequantises any block (build/tvm/nbits.py).
+INT4_OPTIONS = {"bits": 4, "block_size": 128, "is_symmetric": True, "accuracy_level": 4}
 DYNAMIC_OPTIONS = {"op_types_to_quantize": ["MatMul"], "weight_type": "QInt8"}
 QDQ_OPTIONS = {"quant_format": "QDQ", "op_types_to_quantize": ["MatMul"],
                "activation_type": "QInt8", "weight_type": "QInt8",
