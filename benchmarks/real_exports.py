@@ -2,13 +2,14 @@
 median, VmHWM and agreement with the reference.
 
     python benchmarks/real_exports.py [--families mobilebert,bert] [--exports opset14-dynamic,...]
-        [--tools none,ortopt,qdynamic] [--small] [--min-time 2] [--json OUT]
+        [--tools none,ortopt,qdynamic] [--names NAME,...] [--small] [--min-time 1]
+        [--repeats 3] [--json OUT]
 
 Files: `corpus:{family}-{export}{+tool}` (farm/build/models/corpus; bench size = 6 layers,
 hidden 384, 12 heads, seq 128, vocab 30522, random weights; MobileBERT at its own size, the
-`mobilebert` preset's, fixed axes only). One `run_bench` per file on
-`local` at 1 thread with routes ort, tvm, custom (untuned TVM). Printed per file and route:
-status, median ms, VmHWM MiB, and the accuracy rule's verdict against the reference (ORT on
+`mobilebert` preset's, fixed axes only). One `run_bench` per file on `local` at 1 thread,
+`--repeats` interleaved rounds, routes ort, tvm, custom (untuned TVM). Printed per file and
+route: status, median ms, VmHWM MiB, and the accuracy rule's verdict against the reference (ORT on
 the fp32 file, or on the same pre-quantised file); then the targets of issue #11 it can
 check: TVM dynamic / fixed axes median <= 1.2, custom <= min(ORT, TVM).
 Timings are one run on whatever the machine is doing: say how loaded it was.
@@ -34,10 +35,12 @@ from farm.results.store import ResultStore
 ROUTES = ("ort", "tvm", "custom")
 
 
-def run_file(model: str, work: Path, policy: Policy) -> dict[str, dict[str, Any]]:
+def run_file(model: str, work: Path, policy: Policy, repeats: int) -> dict[str, dict[str, Any]]:
     dev = dataclasses.replace(local_device(), workdir=str(work / "wd"))
+    # rounds interleave the routes (the bench's seeded order), so a busy moment of a shared
+    # machine hits them alike; the median pools the rounds' samples
     config = BenchConfig(model=model, routes=ROUTES, policy=policy, pause_s=0.5,
-                         profile_runs=0, threads=1)
+                         profile_runs=0, threads=1, repeats=repeats)
     with ResultStore(work / "r.sqlite") as store:
         result = run_bench([dev], config, store, "real_exports")
         recs = store.records(result.run_id)
@@ -59,7 +62,10 @@ def main() -> int:
                                          "opset17-dynamic")
     ap.add_argument("--tools", default="none,ortopt,qdynamic,qdq,q4")
     ap.add_argument("--small", action="store_true", help="test dims instead of bench size")
-    ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--names", help="corpus names (comma-separated) instead of the product "
+                                    "of --families, --exports and --tools")
+    ap.add_argument("--min-time", type=float, default=1.0, help="seconds per route and round")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved rounds per file")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args()
     policy = Policy(warmup_runs=3, warmup_min_s=0.3, min_runs=10, min_time_s=args.min_time,
@@ -69,24 +75,28 @@ def main() -> int:
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="real-exports-") as tmp:
         os.environ.setdefault("FARM_HOME", str(Path(tmp) / "home"))
-        for fam in args.families.split(","):
-            for export in args.exports.split(","):
-                for tool in args.tools.split(","):
-                    name = f"{fam}-{export}{'' if tool == 'none' else '+' + tool}{suffix}"
-                    if name not in exported:
-                        continue
-                    work = Path(tmp) / name.replace("+", "_")
-                    work.mkdir(parents=True)
-                    try:
-                        rows[name] = run_file(f"corpus:{name}", work, policy)
-                    except Exception as exc:
-                        rows[name] = {"error": {"status": "error", "detail": str(exc)[:200]}}
-                    for route, r in rows[name].items():
-                        med = f"{r['median_ms']:.2f}" if r.get("median_ms") else "-"
-                        print(f"{name:44s} {route:7s} {r['status']:12s} {med:>9s} ms "
-                              f"{r.get('vmhwm_mib', 0):7.1f} MiB  "
-                              f"{(r.get('agreement') or r.get('detail') or '')[:90]}",
-                              flush=True)
+        if args.names:
+            wanted = [f"{n}{suffix}" for n in args.names.split(",")]
+            unknown = [n for n in wanted if n not in exported]
+            if unknown:
+                ap.error(f"not corpus names: {', '.join(unknown)}")
+        else:
+            wanted = [f"{fam}-{export}{'' if tool == 'none' else '+' + tool}{suffix}"
+                      for fam in args.families.split(",") for export in args.exports.split(",")
+                      for tool in args.tools.split(",")]
+            wanted = [n for n in wanted if n in exported]
+        for name in wanted:
+            work = Path(tmp) / name.replace("+", "_")
+            work.mkdir(parents=True)
+            try:
+                rows[name] = run_file(f"corpus:{name}", work, policy, args.repeats)
+            except Exception as exc:
+                rows[name] = {"error": {"status": "error", "detail": str(exc)[:200]}}
+            for route, r in rows[name].items():
+                med = f"{r['median_ms']:.2f}" if r.get("median_ms") else "-"
+                print(f"{name:44s} {route:7s} {r['status']:12s} {med:>9s} ms "
+                      f"{r.get('vmhwm_mib', 0):7.1f} MiB  "
+                      f"{(r.get('agreement') or r.get('detail') or '')[:90]}", flush=True)
     _targets(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
