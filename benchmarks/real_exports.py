@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -92,6 +93,8 @@ def main() -> int:
                 rows[name] = run_file(f"corpus:{name}", work, policy, args.repeats)
             except Exception as exc:
                 rows[name] = {"error": {"status": "error", "detail": str(exc)[:200]}}
+            # a file's builds and work dir are ~300 MB at bench size: 168 of them filled /tmp
+            shutil.rmtree(work, ignore_errors=True)
             for route, r in rows[name].items():
                 med = f"{r['median_ms']:.2f}" if r.get("median_ms") else "-"
                 print(f"{name:44s} {route:7s} {r['status']:12s} {med:>9s} ms "
