@@ -76,6 +76,10 @@ typedef struct {
     float *c;
     int ldc;
     int epi;
+    /* optional: the packed fp32 weights of the GEMM that runs after this one (its first k
+     * block is prefetched during this one's last) */
+    const void *w_next;
+    int k_next;
 } fk_gemm_args;
 
 /* One attention head over Sq query rows and Sk keys:

@@ -88,19 +88,23 @@ static void row_step(const task_ctx *c, int r0, int r1) {
         }
         break;
     }
-    case S_NONORM:
+    case S_NONORM: {
+        const float *g = T_(e, op->t[0]), *b = T_(e, op->t[1]);
         for (int t = r0; t < r1; t++)
-            k->nonorm_f32(c->cols, c->x + (size_t)t * c->cols, c->r ? c->r + (size_t)t * c->cols : NULL,
-                          T_(e, op->t[0]), T_(e, op->t[1]), c->y + (size_t)t * c->cols);
+            k->nonorm_f32(c->cols, c->x + (size_t)t * c->cols, c->r ? c->r + (size_t)t * c->cols : NULL, g, b,
+                          c->y + (size_t)t * c->cols);
         break;
+    }
     case S_RELU:
         for (int t = r0; t < r1; t++) k->relu_f32(c->cols, c->x + (size_t)t * c->cols, c->y + (size_t)t * c->cols);
         break;
-    case S_LN:
+    case S_LN: {
+        const float *g = T_(e, op->t[0]), *b = T_(e, op->t[1]);
         for (int t = r0; t < r1; t++)
-            k->layernorm_f32(c->cols, c->x + (size_t)t * c->cols, c->r ? c->r + (size_t)t * c->cols : NULL,
-                             T_(e, op->t[0]), T_(e, op->t[1]), op->f[0], c->y + (size_t)t * c->cols);
+            k->layernorm_f32(c->cols, c->x + (size_t)t * c->cols, c->r ? c->r + (size_t)t * c->cols : NULL, g, b,
+                             op->f[0], c->y + (size_t)t * c->cols);
         break;
+    }
     case S_ADD:
         for (int t = r0; t < r1; t++)
             k->add_f32(c->cols, c->x + (size_t)t * c->cols, c->r + (size_t)t * c->cols, c->y + (size_t)t * c->cols);
@@ -288,6 +292,13 @@ static void fc_args(fk_exec *e, task_ctx *c) {
     g->epi = act == FK_ACT_GELU ? FK_EPI_BIAS_GELU : act == FK_ACT_GELU_TAB ? FK_EPI_BIAS_GELU_TAB
              : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : g->bias ? FK_EPI_BIAS : FK_EPI_NONE; /* tanh: after */
     g->c = B_(e, op->out);
+    /* the next fp32 FC's weights, so this GEMM's last block prefetches its first (an
+     * inference reads ~100 MB of weights once: each GEMM would start on a cold block) */
+    for (const fk_op *nx = op + 1; c->wtype == FK_W_F32 && nx < e->plan->ops + e->plan->n_ops && nx < op + 8; nx++)
+        if (nx->kind == FK_OP_FC) {
+            if (nx->p[0] == FK_W_F32) g->w_next = fk_plan_data(e->plan, nx->t[0]), g->k_next = nx->p[2];
+            break;
+        }
 }
 
 static void run_fc(fk_exec *e, task_ctx *c) {
@@ -391,8 +402,15 @@ static int row_local(const fk_exec *e, const fk_op *op) {
     return 1;
 }
 
+/* What the quantised-activation rows of a segment task hold: the buffer and weight type
+ * they were quantised from (-1: nothing reusable). FCs that read the same input (MobileBERT's
+ * two bottlenecks and V read one hidden state) then quantise it once. */
+typedef struct {
+    int buf, wtype;
+} qa_holds;
+
 /* One row-local op on token rows [r0, r1). */
-static void op_rows(fk_exec *e, const fk_op *op, int r0, int r1) {
+static void op_rows(fk_exec *e, const fk_op *op, int r0, int r1, qa_holds *held) {
     task_ctx c = {.e = e, .op = op, .y = B_(e, op->out), .cols = cols_(e, op->out), .rows = rows_(e, op->out)};
     switch (op->kind) {
     case FK_OP_EMBED: c.step = S_EMBED; break;
@@ -403,21 +421,24 @@ static void op_rows(fk_exec *e, const fk_op *op, int r0, int r1) {
     case FK_OP_GELU: c.step = S_GELU, c.x = B_(e, op->in[0]), c.wtype = op->p[0]; break;
     case FK_OP_FC: {
         fc_args(e, &c);
-        if (c.wtype != FK_W_F32) {
+        if (c.wtype != FK_W_F32 && (held->buf != op->in[0] || held->wtype != c.wtype)) {
             task_ctx q = c;
             q.step = S_QUANT, q.x = B_(e, op->in[0]), q.cols = op->p[2];
             row_step(&q, r0, r1);
+            held->buf = op->in[0], held->wtype = c.wtype;
         }
         if (c.wtype == FK_W_F32) e->k->gemm_f32(&c.g, r0, r1, 0, c.g.N);
         else if (c.wtype == FK_W_I8) e->k->gemm_i8(&c.g, r0, r1, 0, c.g.N);
         else e->k->gemm_q4_0(&c.g, r0, r1, 0, c.g.N);
         const int act = op->p[3];
+        if (op->out == held->buf) held->buf = -1; /* wrote over its own input */
         if (act != FK_ACT_TANH && act != FK_ACT_GELU_TANH) return;
         c.x = c.y, c.cols = op->p[1], c.wtype = FK_GELU_TANH, c.step = act == FK_ACT_TANH ? S_TANH : S_GELU;
         break;
     }
     default: return;
     }
+    if (op->out == held->buf) held->buf = -1;
     row_step(&c, r0, r1);
 }
 
@@ -435,8 +456,9 @@ static void seg_task(void *vctx, int task, int thread) {
     if (r1 > e->T) r1 = e->T;
     if (r0 >= r1) return;
     double *ms = e->prof ? e->seg_ms + (size_t)thread * e->seg_max : NULL, t = ms ? fk_now_ms() : 0;
+    qa_holds held = {-1, -1};
     for (uint32_t i = s->first; i < s->last; i++) {
-        op_rows(e, &e->plan->ops[i], r0, r1);
+        op_rows(e, &e->plan->ops[i], r0, r1, &held);
         if (ms) {
             const double now = fk_now_ms();
             ms[i - s->first] += now - t, t = now;
