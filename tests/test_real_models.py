@@ -138,11 +138,11 @@ def test_models_check_names_the_stopping_node(tmp_path: Path, farm_home: Path) -
     assert all(report["routes"][r]["ok"] for r in ROUTES), report["routes"]
     assert report["macs"] > 0 and report["params"] > 0
     assert report["front_end"]["expand:Attention"] == 2
-    # an op no route takes: every route says where it stops
+    # an op no route takes: every route says where it stops; its output declares no shape
     node = helper.make_node("Frobnicate", ["input_ids"], ["y"], name="frob", domain="my.ops")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
         "input_ids", TensorProto.INT64, [1, 4])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, [1, 4])])
+            "y", TensorProto.FLOAT, None)])
     bad = tmp_path / "bad.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                       helper.make_opsetid("my.ops", 1)]),
@@ -150,6 +150,10 @@ def test_models_check_names_the_stopping_node(tmp_path: Path, farm_home: Path) -
     done = farm_cli("models", "check", str(bad), "--output", "json", env_home=farm_home)
     report = json.loads(done.stdout)
     assert done.returncode == 1
+    assert report["inputs"][0]["shape"] == [1, 4]
+    assert report["outputs"][0]["shape"] is None  # unknown, not a scalar's []
+    table = farm_cli("models", "check", str(bad), env_home=farm_home).stdout
+    assert "unknown" in table and "frob" in table
     assert not any(v["ok"] for v in report["routes"].values())
     assert "Frobnicate" in report["routes"]["ort"]["reason"]
     for route in ("tvm", "custom"):

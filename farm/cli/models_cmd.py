@@ -103,7 +103,8 @@ def run_check(args: argparse.Namespace) -> int:
             io.add_column(col)
         for kind in ("inputs", "outputs"):
             for t in report[kind]:
-                io.add_row(kind[:-1], t["name"], t["dtype"], str(t["shape"]))
+                io.add_row(kind[:-1], t["name"], t["dtype"],
+                           "unknown" if t["shape"] is None else str(t["shape"]))
         console.print(io)
         routes = Table(title="routes")
         for col in ("route", "builds", "stopped at", "why"):

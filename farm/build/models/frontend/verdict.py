@@ -30,8 +30,9 @@ def _io(values: Any) -> list[dict[str, Any]]:
         t = vi.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                 for d in t.shape.dim]
+        # no shape at all (an output the exporter left undeclared) is unknown, not a scalar
         out.append({"name": vi.name, "dtype": onnx.TensorProto.DataType.Name(t.elem_type),
-                    "shape": dims})
+                    "shape": dims if t.HasField("shape") else None})
     return out
 
 
