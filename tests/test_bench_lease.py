@@ -75,3 +75,33 @@ def test_live_lease_of_another_host_is_respected(tmp_path: Path) -> None:
         "acquired_utc": "2026-01-01T00:00:00Z", "expires": time.time() + 60}))
     with pytest.raises(LeaseBusy, match="pid 999999 on other-host"):
         DeviceLease("pi", "MINE", directory=tmp_path).acquire()
+
+
+def test_triangle_waits_for_a_held_device_with_lock_wait(tmp_path: Path) -> None:
+    """`farm triangle` takes bench's --lock-wait: without it a held device fails naming the
+    holder and the option; with it the triangle waits for the lease, then runs."""
+    import os
+    import threading
+
+    home = tmp_path / "home"
+    env = {**os.environ, "FARM_HOME": str(home), "PYTHONPATH": str(Path.cwd())}
+    argv = [sys.executable, "-m", "farm.cli.main", "triangle", "--device", "local",
+            "--model", "tiny", "--routes", "custom", "--repeats", "1", "--runs", "3",
+            "--min-time", "0", "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
+            "--pause", "0", "--output", "json"]
+    holder = DeviceLease("local", "OTHER", directory=home / "locks")
+    (home / "locks").mkdir(parents=True)
+    holder.acquire()
+    try:
+        busy = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        assert busy.returncode == 3, busy.stderr
+        assert "held by farm bench OTHER" in busy.stderr and "--lock-wait" in busy.stderr
+        threading.Timer(2.0, holder.release).start()
+        started = time.monotonic()
+        waited = subprocess.run([*argv, "--lock-wait", "120"], env=env, capture_output=True,
+                                text=True, timeout=300)
+    finally:
+        holder.release()
+    assert waited.returncode == 0, waited.stderr
+    assert time.monotonic() - started >= 2.0
+    assert json.loads(waited.stdout)["meta"]["run_ids"]

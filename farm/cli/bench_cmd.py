@@ -40,12 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_policy_options(p)
     p.add_argument("--repeats", type=int, default=1,
                    help="rounds of all routes (samples of a route are pooled)")
-    p.add_argument("--route-timeout", type=float, default=None,
-                   help="kill a route after this many seconds (default from --max-time)")
-    p.add_argument("--lock-wait", type=float, default=0.0,
-                   help="wait this long for a device another bench holds (default: fail)")
-    p.add_argument("--link-timeout", type=float, default=30.0,
-                   help="declare a silent device lost after this many seconds (default 30)")
+    add_session_options(p)
     p.add_argument("--resume", metavar="RUN",
                    help="continue run RUN (id, prefix or 'latest') with its own settings: "
                         "routes it kept are skipped, failed ones run again")
@@ -66,6 +61,22 @@ def add_target_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
     p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
     add_shape_options(p, reference=True)
+
+
+def add_session_options(p: argparse.ArgumentParser) -> None:
+    """Timeouts and the device lock (shared with `triangle`)."""
+    p.add_argument("--route-timeout", type=float, default=None,
+                   help="kill a route after this many seconds (default from --max-time)")
+    p.add_argument("--lock-wait", type=float, default=0.0,
+                   help="wait this long for a device another bench holds (default: fail)")
+    p.add_argument("--link-timeout", type=float, default=30.0,
+                   help="declare a silent device lost after this many seconds (default 30)")
+
+
+def session_kwargs(args: argparse.Namespace) -> dict[str, float | None]:
+    """BenchConfig's fields from `add_session_options`."""
+    return {"route_timeout_s": args.route_timeout, "lock_wait_s": args.lock_wait,
+            "link_timeout_s": args.link_timeout}
 
 
 def add_policy_options(p: argparse.ArgumentParser) -> None:
@@ -94,8 +105,7 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
-                       route_timeout_s=args.route_timeout, lock_wait_s=args.lock_wait,
-                       link_timeout_s=args.link_timeout, **shape_kwargs(args))
+                       **session_kwargs(args), **shape_kwargs(args))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,7 +22,13 @@ from rich.console import Console
 
 from farm.bench.config import KNOWN_ROUTES, BenchConfig
 from farm.bench.runner import Bench
-from farm.cli.bench_cmd import add_policy_options, add_target_options, policy_from
+from farm.cli.bench_cmd import (
+    add_policy_options,
+    add_session_options,
+    add_target_options,
+    policy_from,
+    session_kwargs,
+)
 from farm.cli.drive import add_events_option, drive
 from farm.cli.report_cmd import add_report_options, render
 from farm.cli.shape_opts import shape_kwargs
@@ -40,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=2,
                    help="interleaved rounds of all routes (pooled; default 2)")
     add_policy_options(p)
+    add_session_options(p)
     add_report_options(p)
     add_events_option(p)
     p.set_defaults(func=run)
@@ -53,7 +60,7 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
-                       **shape_kwargs(args))
+                       **session_kwargs(args), **shape_kwargs(args))
 
 
 def run(args: argparse.Namespace) -> int:
