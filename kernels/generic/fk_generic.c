@@ -141,6 +141,7 @@ static void epilogue(const fk_gemm_args *g, float *c, int n0, int n1) {
         if (g->epi == FK_EPI_BIAS_RELU && !(v > 0.0f)) v = 0.0f;
         c[n] = v;
     }
+    if (g->epi == FK_EPI_BIAS_GELU_TANH) fk_gelu_tanh_f32_generic(n1 - n0, c + n0, c + n0);
     if (g->epi == FK_EPI_BIAS_GELU_TAB) fk_gelu_tab_f32_generic(n1 - n0, c + n0, c + n0);
 }
 

@@ -53,6 +53,7 @@ enum fk_epilogue {
     FK_EPI_BIAS_GELU = 2,     /* C = gelu_erf(A.W + bias)           */
     FK_EPI_BIAS_GELU_TAB = 3, /* C = gelu_table(A.W + bias)         */
     FK_EPI_BIAS_RELU = 4,     /* C = max(A.W + bias, 0)             */
+    FK_EPI_BIAS_GELU_TANH = 5, /* C = gelu_tanh(A.W + bias) (gelu_new, FastGelu) */
 };
 
 /* One GEMM: C[M][N] (row stride ldc) = epilogue(A[M][K] . W[K][N] + bias).

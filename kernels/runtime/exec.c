@@ -290,7 +290,8 @@ static void fc_args(fk_exec *e, task_ctx *c) {
     else g->a = B_(e, op->in[0]);
     const int act = op->p[3];
     g->epi = act == FK_ACT_GELU ? FK_EPI_BIAS_GELU : act == FK_ACT_GELU_TAB ? FK_EPI_BIAS_GELU_TAB
-             : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : g->bias ? FK_EPI_BIAS : FK_EPI_NONE; /* tanh: after */
+             : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : act == FK_ACT_GELU_TANH ? FK_EPI_BIAS_GELU_TANH
+             : g->bias ? FK_EPI_BIAS : FK_EPI_NONE; /* tanh (the pooler's): a pass after */
     g->c = B_(e, op->out);
     /* the next fp32 FC's weights, so this GEMM's last block prefetches its first (an
      * inference reads ~100 MB of weights once: each GEMM would start on a cold block) */
@@ -322,9 +323,9 @@ static void run_fc(fk_exec *e, task_ctx *c) {
     gemm_split(M, N, c->row_unit, c->col_unit, e->k->gemm_cut[kind], nth, &c->row_chunks, &c->col_chunks);
     c->step = S_GEMM;
     fk_pool_run(e->pool, c->row_chunks * c->col_chunks, run_task, c);
-    if (e->fused && (act == FK_ACT_TANH || act == FK_ACT_GELU_TANH)) { /* no epilogue: a pass over C */
-        c->x = out, c->y = out, c->cols = N, c->wtype = FK_GELU_TANH;
-        rows_pass(e, c, act == FK_ACT_TANH ? S_TANH : S_GELU);
+    if (e->fused && act == FK_ACT_TANH) { /* the pooler's: one row per sequence, a pass over C */
+        c->x = out, c->y = out, c->cols = N;
+        rows_pass(e, c, S_TANH);
     }
     if (e->fused) return mark(e, op, "", "fc");
     mark(e, op, "/matmul", "fc");
@@ -432,8 +433,8 @@ static void op_rows(fk_exec *e, const fk_op *op, int r0, int r1, qa_holds *held)
         else e->k->gemm_q4_0(&c.g, r0, r1, 0, c.g.N);
         const int act = op->p[3];
         if (op->out == held->buf) held->buf = -1; /* wrote over its own input */
-        if (act != FK_ACT_TANH && act != FK_ACT_GELU_TANH) return;
-        c.x = c.y, c.cols = op->p[1], c.wtype = FK_GELU_TANH, c.step = act == FK_ACT_TANH ? S_TANH : S_GELU;
+        if (act != FK_ACT_TANH) return;
+        c.x = c.y, c.cols = op->p[1], c.step = S_TANH;
         break;
     }
     default: return;

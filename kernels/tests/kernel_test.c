@@ -280,6 +280,10 @@ static void test_gemm(const fk_kernels *k) {
         for (int l = 0; l < NLENS; l += 3) gemm_case(k, kind, MS[l % NMS], LENS[l], kind == 2 ? 64 : 33, FK_EPI_BIAS_RELU);
         gemm_case(k, kind, 33, 70, kind == 2 ? 288 : 300, FK_EPI_BIAS_RELU);
         gemm_case(k, kind, 47, 83, kind == 2 ? 96 : 65, FK_EPI_BIAS_RELU);
+        /* ALBERT's tanh GELU (gelu_new): column tails, a multi K-block, past one AMX block */
+        for (int l = 1; l < NLENS; l += 3) gemm_case(k, kind, MS[l % NMS], LENS[l], kind == 2 ? 64 : 33, FK_EPI_BIAS_GELU_TANH);
+        gemm_case(k, kind, 33, 70, kind == 2 ? 288 : 300, FK_EPI_BIAS_GELU_TANH);
+        gemm_case(k, kind, 47, 83, kind == 2 ? 96 : 65, FK_EPI_BIAS_GELU_TANH);
         end();
     }
 }
