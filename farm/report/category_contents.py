@@ -23,8 +23,9 @@ from farm.report.configs import CATEGORIES, NAMED_CATEGORIES, Config
 from farm.report.tables import Column, ReportTable
 
 FUSED_NOTE = ("no op of its own: fused into another op (a ReLU/GELU in the GEMM epilogue, a "
-              "NoNorm folded into GEMM weights; its time is in that op's category), or run "
-              "as generic kernels charged to other (TVM unfused: NoNorm's multiply/add)")
+              "NoNorm folded into GEMM weights, a NoNorm after a residual in the FC epilogue; "
+              "its time is in that op's category), or run as generic kernels charged to other "
+              "(TVM unfused: NoNorm's multiply/add)")
 
 
 def _nodes(c: Config) -> list[Mapping[str, Any]]:

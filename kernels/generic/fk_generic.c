@@ -90,6 +90,11 @@ void fk_tanh_f32_generic(int n, const float *x, float *y) {
     for (int i = 0; i < n; i++) y[i] = tanhf(x[i]);
 }
 
+/* fmaf, as the vector kernels' FMA: the fused and unfused executor round alike */
+void fk_residual_f32_generic(int n, const float *r, const float *s, float *y) {
+    for (int i = 0; i < n; i++) y[i] = fmaf(r[i], s[i], y[i]);
+}
+
 /* The definition torch's gelu_new / ORT's FastGelu compute (the reference, not the fastest form). */
 void fk_gelu_tanh_f32_generic(int n, const float *x, float *y) {
     for (int i = 0; i < n; i++) {
@@ -132,8 +137,9 @@ void fk_quantize_row_q8_0_generic(int n, const float *x, fk_block_q8_0 *y) {
     }
 }
 
-/* Bias and activation on one output row segment; shared by the three reference GEMMs. */
-static void epilogue(const fk_gemm_args *g, float *c, int n0, int n1) {
+/* Bias and activation (or residual) on row m's segment [n0, n1); shared by the three
+ * reference GEMMs. */
+static void epilogue(const fk_gemm_args *g, float *c, int m, int n0, int n1) {
     if (g->epi == FK_EPI_NONE) return;
     for (int n = n0; n < n1; n++) {
         float v = c[n] + (g->bias ? g->bias[n] : 0.0f);
@@ -142,6 +148,8 @@ static void epilogue(const fk_gemm_args *g, float *c, int n0, int n1) {
         c[n] = v;
     }
     if (g->epi == FK_EPI_BIAS_GELU_TANH) fk_gelu_tanh_f32_generic(n1 - n0, c + n0, c + n0);
+    if (g->epi == FK_EPI_BIAS_RES)
+        fk_residual_f32_generic(n1 - n0, g->res + (size_t)m * g->ldres + n0, g->res_scale + n0, c + n0);
     if (g->epi == FK_EPI_BIAS_GELU_TAB) fk_gelu_tab_f32_generic(n1 - n0, c + n0, c + n0);
 }
 
@@ -155,7 +163,7 @@ void fk_gemm_f32_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1) 
             for (int k = 0; k < g->K; k++) s += g->a[(size_t)m * g->lda + k] * panel[k * FK_NR];
             c[n] = s;
         }
-        epilogue(g, c, n0, n1);
+        epilogue(g, c, m, n0, n1);
     }
 }
 
@@ -170,7 +178,7 @@ void fk_gemm_i8_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
                 s += (int32_t)aq[(size_t)m * g->lda + k] * panel[(k / 4) * FK_NR * 4 + k % 4];
             c[n] = (float)s * g->a_scale[m] * g->w_scale[n];
         }
-        epilogue(g, c, n0, n1);
+        epilogue(g, c, m, n0, n1);
     }
 }
 
@@ -197,7 +205,7 @@ void fk_gemm_q4_0_generic(const fk_gemm_args *g, int m0, int m1, int n0, int n1)
             }
             c[n] = s;
         }
-        epilogue(g, c, n0, n1);
+        epilogue(g, c, m, n0, n1);
     }
 }
 
@@ -279,6 +287,6 @@ const fk_kernels fk_kernels_generic = {
     fk_softmax_f32_generic, fk_quantize_row_i8_generic, fk_quantize_row_q8_0_generic,
     fk_gemm_f32_generic, fk_gemm_i8_generic, fk_gemm_q4_0_generic, fk_attention_f32_generic,
     fk_fma_loop_generic, fk_relu_f32_generic, fk_nonorm_f32_generic,
-    fk_tanh_f32_generic, fk_gelu_tanh_f32_generic,
+    fk_tanh_f32_generic, fk_gelu_tanh_f32_generic, fk_residual_f32_generic,
     {1, 1, 1}, {FK_NR, FK_NR, FK_NR}, {{0, 0}, {0, 0}, {0, 0}}, /* row at a time: any row cut is free */
 };

@@ -54,6 +54,7 @@ enum fk_epilogue {
     FK_EPI_BIAS_GELU_TAB = 3, /* C = gelu_table(A.W + bias)         */
     FK_EPI_BIAS_RELU = 4,     /* C = max(A.W + bias, 0)             */
     FK_EPI_BIAS_GELU_TANH = 5, /* C = gelu_tanh(A.W + bias) (gelu_new, FastGelu) */
+    FK_EPI_BIAS_RES = 6,      /* C = A.W + bias + res * res_scale (a residual and its NoNorm) */
 };
 
 /* One GEMM: C[M][N] (row stride ldc) = epilogue(A[M][K] . W[K][N] + bias).
@@ -81,6 +82,12 @@ typedef struct {
      * block is prefetched during this one's last) */
     const void *w_next;
     int k_next;
+    /* FK_EPI_BIAS_RES: the residual rows (same row index as C, row stride ldres) and one
+     * factor per output column (MobileBERT's NoNorm after a residual Add, folded: the GEMM's
+     * weights and bias carry the NoNorm's gamma and beta, the residual is added times gamma) */
+    const float *res;
+    int ldres;
+    const float *res_scale;
 } fk_gemm_args;
 
 /* One attention head over Sq query rows and Sk keys:
@@ -130,6 +137,9 @@ typedef struct fk_kernels {
      * Both run as a row pass after the GEMM (y may equal x), not as a GEMM epilogue. */
     void (*tanh_f32)(int n, const float *x, float *y);
     void (*gelu_tanh_f32)(int n, const float *x, float *y);
+    /* y = fma(r, s, y): the residual of a NoNorm folded into the FC before it (the GEMM's
+     * FK_EPI_BIAS_RES epilogue and the unfused step both call it, so they round alike) */
+    void (*residual_f32)(int n, const float *r, const float *s, float *y);
     /* Register blocking of gemm_f32, gemm_i8, gemm_q4_0 (index FK_GEMM_*): rows and columns
      * one micro-kernel call covers. The executor cuts a GEMM into tasks on these boundaries:
      * a cut inside a block recomputes the whole block (padded rows/columns), so unaligned
@@ -197,6 +207,7 @@ void fk_relu_f32_generic(int n, const float *x, float *y);
 void fk_nonorm_f32_generic(int n, const float *x, const float *r, const float *g, const float *b, float *y);
 void fk_tanh_f32_generic(int n, const float *x, float *y);
 void fk_gelu_tanh_f32_generic(int n, const float *x, float *y);
+void fk_residual_f32_generic(int n, const float *r, const float *s, float *y);
 
 /* Helpers used by tests and the runtime (generic only). */
 #define FK_K4(K) (((K) + 3) / 4 * 4)

@@ -19,7 +19,7 @@ double fk_now_ms(void) {
 }
 
 enum step { S_EMBED, S_LN, S_ADD, S_BIAS, S_GELU, S_QUANT, S_GEMM, S_ATT, S_QK, S_SCALE, S_MASK, S_SOFTMAX, S_PV,
-            S_NONORM, S_RELU, S_TRIGRAM, S_TANH };
+            S_NONORM, S_RELU, S_TRIGRAM, S_TANH, S_RESID };
 
 typedef struct {
     fk_exec *e;
@@ -124,6 +124,11 @@ static void row_step(const task_ctx *c, int r0, int r1) {
     case S_TANH:
         for (int t = r0; t < r1; t++) k->tanh_f32(c->cols, c->x + (size_t)t * c->cols, c->y + (size_t)t * c->cols);
         break;
+    case S_RESID: { /* unfused FC residual epilogue, in place on its bias pass's output */
+        const float *g = T_(e, op->t[3]);
+        for (int t = r0; t < r1; t++) k->residual_f32(c->cols, c->r + (size_t)t * c->cols, g, c->y + (size_t)t * c->cols);
+        break;
+    }
     case S_QUANT:
         for (int t = r0; t < r1; t++) {
             /* row t at t * qa_stride whatever the FC: in a segment, threads quantise for
@@ -151,7 +156,7 @@ static void run_task(void *vctx, int task, int thread) {
     if (r1 > c->rows) r1 = c->rows;
     switch (c->step) {
     case S_EMBED: case S_TRIGRAM: case S_NONORM: case S_RELU: case S_LN: case S_ADD: case S_BIAS: case S_GELU:
-    case S_TANH: case S_QUANT:
+    case S_TANH: case S_QUANT: case S_RESID:
         row_step(c, r0, r1);
         break;
     case S_GEMM: {
@@ -291,7 +296,9 @@ static void fc_args(fk_exec *e, task_ctx *c) {
     const int act = op->p[3];
     g->epi = act == FK_ACT_GELU ? FK_EPI_BIAS_GELU : act == FK_ACT_GELU_TAB ? FK_EPI_BIAS_GELU_TAB
              : act == FK_ACT_RELU ? FK_EPI_BIAS_RELU : act == FK_ACT_GELU_TANH ? FK_EPI_BIAS_GELU_TANH
-             : g->bias ? FK_EPI_BIAS : FK_EPI_NONE; /* tanh (the pooler's): a pass after */
+             : op->in[1] >= 0 ? FK_EPI_BIAS_RES : g->bias ? FK_EPI_BIAS : FK_EPI_NONE; /* tanh: a pass after */
+    if (op->in[1] >= 0) /* a NoNorm after a residual, folded in (plan validated: no activation) */
+        g->res = B_(e, op->in[1]), g->ldres = cols_(e, op->in[1]), g->res_scale = T_(e, op->t[3]);
     g->c = B_(e, op->out);
     /* the next fp32 FC's weights, so this GEMM's last block prefetches its first (an
      * inference reads ~100 MB of weights once: each GEMM would start on a cold block) */
@@ -335,7 +342,11 @@ static void run_fc(fk_exec *e, task_ctx *c) {
         rows_pass(e, c, S_BIAS);
         mark(e, op, "/bias", "fc");
     }
-    if (act == FK_ACT_RELU) { /* ReLU is charged to the gelu category: the FFN activation's row */
+    if (g->res) { /* the folded NoNorm's residual, out += r * gamma: MobileBERT's layernorm row */
+        c->r = g->res, c->y = out;
+        rows_pass(e, c, S_RESID);
+        mark(e, op, "/residual", "layernorm");
+    } else if (act == FK_ACT_RELU) { /* ReLU is charged to the gelu category: the FFN activation's row */
         c->x = g->bias ? e->tmp2 : e->tmp1, c->y = out;
         rows_pass(e, c, S_RELU);
         mark(e, op, "/relu", "gelu");

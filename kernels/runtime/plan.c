@@ -146,6 +146,11 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
         if (op->t[1] >= 0 && !want_tensor(p, op->t[1], FK_DT_F32, 4ull * N))
             return fail(err, el, "op %s: bias is not f32 [%u]", nm, N);
         if (op->p[3] < 0 || op->p[3] > FK_ACT_GELU_TANH) return fail(err, el, "op %s: bad activation %d", nm, op->p[3]);
+        /* a residual epilogue (a NoNorm folded in): + in[1] * t[3] after the bias, no activation */
+        if (op->in[1] >= 0 && (op->in[1] == op->out || IN_COLS(1) != oc || op->p[3] != FK_ACT_NONE ||
+                               !want_tensor(p, op->t[3], FK_DT_F32, 4ull * N)))
+            return fail(err, el, "op %s: residual input must be another buffer of %u columns with an f32 [%u] scale "
+                        "and no activation", nm, N, N);
         int ok;
         if (op->p[0] == FK_W_F32) ok = want_tensor(p, op->t[0], FK_DT_F32, 4ull * fk_packed_b_f32_size(K, N));
         else if (op->p[0] == FK_W_I8)

@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     float *a = fill((size_t)M * K), *w = fill((size_t)K * N), *bias = fill(N), *c = fill((size_t)M * N);
     float *wp = aligned_alloc(64, fk_packed_b_f32_size(K, N) * 4 + 64);
     fk_pack_b_f32(K, N, w, N, wp);
-    fk_gemm_args g = {M, N, K, a, K, NULL, NULL, wp, NULL, bias, c, N, FK_EPI_BIAS, NULL, 0};
+    fk_gemm_args g = {M, N, K, a, K, NULL, NULL, wp, NULL, bias, c, N, FK_EPI_BIAS, NULL, 0, NULL, 0, NULL};
     double flops = 2.0 * M * N * K;
     t = BEST(k->gemm_f32(&g, 0, M, 0, N));
     printf("{\"kernel\": \"gemm_f32\", \"table\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": %.2f}\n", k->name, M, N, K, flops / t / 1e9);
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)N * K; i++) wq[i] = (int8_t)(i * 31 % 255 - 127);
     int8_t *wpk = malloc(fk_packed_b_i8_size(K, N));
     fk_pack_b_i8(K, N, wq, wpk);
-    fk_gemm_args gi = {M, N, K, NULL, K, aq, as, wpk, ws, bias, c, N, FK_EPI_BIAS, NULL, 0};
+    fk_gemm_args gi = {M, N, K, NULL, K, aq, as, wpk, ws, bias, c, N, FK_EPI_BIAS, NULL, 0, NULL, 0, NULL};
     t = BEST({
         for (int m = 0; m < M; m++) k->quantize_row_i8(K, a + (size_t)m * K, aq + (size_t)m * K, &as[m]);
         k->gemm_i8(&gi, 0, M, 0, N);
@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
     }
     fk_panel_q4_0 *w4p = malloc(fk_packed_b_q4_0_size(K, N));
     fk_pack_b_q4_0(K, N, w4, w4p);
-    fk_gemm_args g4 = {M, N, K, NULL, 0, a8, NULL, w4p, NULL, bias, c, N, FK_EPI_BIAS, NULL, 0};
+    fk_gemm_args g4 = {M, N, K, NULL, 0, a8, NULL, w4p, NULL, bias, c, N, FK_EPI_BIAS, NULL, 0, NULL, 0, NULL};
     t = BEST({
         for (int m = 0; m < M; m++) k->quantize_row_q8_0(K, a + (size_t)m * K, a8 + (size_t)m * nb);
         k->gemm_q4_0(&g4, 0, M, 0, N);

@@ -216,7 +216,8 @@ static void gemm_case(const fk_kernels *k, int kind, int M, int N, int K, int ep
     fk_gemm_args g = {0};
     g.M = M, g.N = N, g.K = K, g.ldc = N, g.epi = epi;
     float *a = fvec(M * K, -1, 1), *w = fvec(K * N, -1, 1), *bias = fvec(N, -1, 1);
-    g.bias = bias;
+    float *res = fvec(M * (N + 3), -2, 2), *res_scale = fvec(N, -1, 1);
+    g.bias = bias, g.res = res, g.ldres = N + 3, g.res_scale = res_scale; /* used by FK_EPI_BIAS_RES */
     void *wq = NULL, *aq = NULL;
     float *as = NULL, *ws = NULL;
     float atol = 1e-5f * sqrtf((float)K);
@@ -257,7 +258,7 @@ static void gemm_case(const fk_kernels *k, int kind, int M, int N, int K, int ep
         g.aq = aq = q, g.w = wq = wp;
         run_gemm(k, fk_gemm_q4_0_generic, k->gemm_q4_0, &g, atol);
     }
-    free(a), free(w), free(bias), free(wq), free(aq), free(as), free(ws);
+    free(a), free(w), free(bias), free(wq), free(aq), free(as), free(ws), free(res), free(res_scale);
 }
 
 static void test_gemm(const fk_kernels *k) {
@@ -284,6 +285,10 @@ static void test_gemm(const fk_kernels *k) {
         for (int l = 1; l < NLENS; l += 3) gemm_case(k, kind, MS[l % NMS], LENS[l], kind == 2 ? 64 : 33, FK_EPI_BIAS_GELU_TANH);
         gemm_case(k, kind, 33, 70, kind == 2 ? 288 : 300, FK_EPI_BIAS_GELU_TANH);
         gemm_case(k, kind, 47, 83, kind == 2 ? 96 : 65, FK_EPI_BIAS_GELU_TANH);
+        /* MobileBERT's residual + NoNorm epilogue: column tails, multi K-block, past AMX blocks */
+        for (int l = 2; l < NLENS; l += 3) gemm_case(k, kind, MS[l % NMS], LENS[l], kind == 2 ? 64 : 33, FK_EPI_BIAS_RES);
+        gemm_case(k, kind, 33, 70, kind == 2 ? 288 : 300, FK_EPI_BIAS_RES);
+        gemm_case(k, kind, 47, 83, kind == 2 ? 96 : 65, FK_EPI_BIAS_RES);
         end();
     }
 }

@@ -1,6 +1,7 @@
 """The custom route on the real MobileBERT graph (small dims): lowering (trigram op, NoNorm
-folded into GEMMs or one op after a residual, ReLU epilogue, shared Q/K merged) and the
-executor's output against ONNX Runtime, natively (fused, unfused, 2 threads) and under qemu."""
+folded into GEMMs, after a residual into the FC's epilogue, ReLU epilogue, shared Q/K merged)
+and the executor's output against ONNX Runtime, natively (fused, unfused, 2 threads) and
+under qemu."""
 
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ def test_plan_has_mobilebert_ops_and_folds_nonorm(small, tmp_path) -> None:
     # bottlenecks, qk, v, attention out, 2 per FFN, output bottleneck
     per_layer_fc = 2 + 1 + 1 + 1 + 2 * SMALL.ffns + 1
     assert info.op_counts == {"Trigram": 1, "Embed": 1, "FC": 1 + SMALL.layers * per_layer_fc,
-                              "Attention": SMALL.layers, "NoNorm": SMALL.layers * (SMALL.ffns + 2)}
-    # NoNorm after a GEMM (embeddings, both bottlenecks) is folded into weights: only the ones
-    # after a residual Add are ops; Q and K (shared input) are one GEMM, V reads the hidden state
+                              "Attention": SMALL.layers}
+    # NoNorm after a GEMM (embeddings, both bottlenecks) is folded into weights; the ones after
+    # a residual Add (attention output, each FFN, output bottleneck) into the FC before them,
+    # as its residual epilogue; Q and K (shared input) are one GEMM, V reads the hidden state
+    assert info.folded_norms == SMALL.layers * (SMALL.ffns + 2)
     assert info.merged_qkv == SMALL.layers
     unmerged = compile_plan(small("fp32"), tmp_path / "u.plan", fuse_qkv=False)
     assert unmerged.op_counts["FC"] == info.op_counts["FC"] + SMALL.layers
@@ -74,14 +77,14 @@ def test_matches_ort_fused_unfused_and_threads(small, tmp_path, exe_x86, variant
     _close(fused.output(), want, variant)
     np.testing.assert_allclose(unfused.output(), fused.output(), atol=1e-4)
     f_cat, u_cat = fused.ev("ops")[0]["categories"], unfused.ev("ops")[0]["categories"]
-    # ReLU is the GEMM's epilogue when fused (its time is fc), a step of its own unfused,
-    # charged to gelu; NoNorm is charged to layernorm either way
+    # ReLU and the residual NoNorm are GEMM epilogues when fused (their time is fc), steps of
+    # their own unfused, charged to gelu and layernorm (NoNorm's row)
     assert f_cat["gelu"] == 0.0 < u_cat["gelu"]
-    assert f_cat["layernorm"] > 0 and u_cat["layernorm"] > 0
+    assert f_cat["layernorm"] == 0.0 < u_cat["layernorm"]
     steps = {n["name"].rsplit("/", 1)[-1] for n in unfused.ev("ops")[0]["nodes"]}
-    assert {"relu", "add", "bias"} <= steps
+    assert {"relu", "residual", "bias"} <= steps
     ops = {n["op"] for n in fused.ev("ops")[0]["nodes"]}
-    assert {"Trigram", "NoNorm", "FC", "Attention", "Embed"} <= ops
+    assert {"Trigram", "FC", "Attention", "Embed"} <= ops and "NoNorm" not in ops
 
 
 def test_every_isa_agrees(small, tmp_path, exe_x86) -> None:
@@ -128,3 +131,28 @@ def test_aarch64_matches_ort_under_qemu(small, tmp_path, exe_arm, variant) -> No
         res = run_exec(exe_arm, plan, model, tmp_path, "--threads", "2", *extra)
         assert res.rc == 0, res.stderr
         _close(res.output(), ort_outputs(model, int8_compute=variant == "int4"), variant)
+
+
+def test_residual_epilogue_with_an_activation_is_refused(small, tmp_path, exe_x86) -> None:
+    """The loader takes an FC with a residual input only as FK_EPI_BIAS_RES (bias, then the
+    residual times its scale, no activation): a plan that asks for both names the op."""
+    import subprocess
+
+    import onnx
+
+    from farm.build.custom.ir import finalize
+    from farm.build.custom.lower import lower
+    from farm.build.custom.passes import allocate, fold_residual_norms, merge_qkv
+    from farm.build.custom.plan_format import ACT_RELU, OP_FC, serialize
+
+    ir = lower(onnx.load(str(small("fp32"))))
+    merge_qkv(ir)
+    assert fold_residual_norms(ir) == SMALL.layers * (SMALL.ffns + 2)
+    fc = next(op for op in ir.ops if op.kind == OP_FC and op.res_scale is not None)
+    fc.params[3] = ACT_RELU
+    plan = tmp_path / "bad.plan"
+    plan.write_bytes(serialize(finalize(ir, *allocate(ir), set())))
+    out = subprocess.run([*exe_x86, "--check", str(plan)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 1
+    assert fc.name[:40] in out.stdout and "residual input" in out.stdout, out.stdout

@@ -24,7 +24,7 @@ import onnx
 from farm.build.custom.executor_build import build_executor, build_kernel_test
 from farm.build.custom.ir import finalize
 from farm.build.custom.lower import lower
-from farm.build.custom.passes import allocate, merge_qkv
+from farm.build.custom.passes import allocate, fold_residual_norms, merge_qkv
 from farm.build.custom.plan_format import OP_NAMES, serialize
 from farm.errors import BuildError
 
@@ -41,6 +41,7 @@ class PlanInfo:
     buffers: int
     features: tuple[str, ...]
     merged_qkv: int
+    folded_norms: int  # NoNorms after a residual run as their FC's epilogue (passes.py)
 
 
 def compile_plan(onnx_path: str | os.PathLike[str], out_path: str | os.PathLike[str], *,
@@ -54,6 +55,7 @@ def compile_plan(onnx_path: str | os.PathLike[str], out_path: str | os.PathLike[
         raise BuildError(f"cannot load ONNX model {onnx_path}: {exc}") from exc
     ir = lower(model, quant=quant, gelu=gelu)
     merged = merge_qkv(ir) if fuse_qkv else 0
+    folded = fold_residual_norms(ir)
     assign, cols = allocate(ir)
     plan = finalize(ir, assign, cols, set(features))
     data = serialize(plan)
@@ -67,4 +69,5 @@ def compile_plan(onnx_path: str | os.PathLike[str], out_path: str | os.PathLike[
         path=out, size_bytes=len(data), n_ops=len(plan.ops),
         op_counts=dict(Counter(OP_NAMES[o.kind] for o in plan.ops)),
         weight_types=dict(Counter(wnames[o.params[0]] for o in plan.ops if o.kind == 3)),
-        buffers=len(plan.bufs), features=tuple(sorted(features)), merged_qkv=merged)
+        buffers=len(plan.bufs), features=tuple(sorted(features)), merged_qkv=merged,
+        folded_norms=folded)

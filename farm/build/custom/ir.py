@@ -79,6 +79,7 @@ class IrOp:
     arrays: list[np.ndarray | None] = field(default_factory=list)  # non-FC tensors
     fc: FcWeights | None = None
     bias: np.ndarray | None = None
+    res_scale: np.ndarray | None = None  # FC: + ins[1] * res_scale after the bias (passes.py)
     params: list[int] = field(default_factory=list)
     floats: list[float] = field(default_factory=list)
 
@@ -113,7 +114,9 @@ def finalize(ir: Ir, assign: dict[int, int], n_bufs_cols: list[int],
             w, scale = op.fc.tensors()
             tens = [plan.add_tensor(w),
                     None if op.bias is None else plan.add_tensor(op.bias.astype(np.float32)),
-                    None if scale is None else plan.add_tensor(scale.astype(np.float32))]
+                    None if scale is None else plan.add_tensor(scale.astype(np.float32)),
+                    None if op.res_scale is None
+                    else plan.add_tensor(op.res_scale.astype(np.float32))]
         else:
             tens = [None if a is None else plan.add_tensor(a) for a in op.arrays]
         plan.ops.append(PlanOp(op.kind, op.name, [assign[v] if v >= 0 else -1 for v in op.ins],

@@ -7,7 +7,8 @@ the Lowerer like lower_ops.py's handlers:
   (``(x.W + b) * g + beta = x.(W g) + (b g + beta)``, per output column, for fp32, int8 and
   4-bit weights alike); after the embedding sum into the embedding tables, the
   transformation GEMM and a fixed bias row; after a residual Add it is one NoNorm op
-  ``(a + r) * g + beta`` (a residual cannot be rescaled for free);
+  ``(a + r) * g + beta`` (a residual cannot be rescaled for free), which passes.py then
+  folds into the FC that made ``a`` as its residual epilogue;
 - ReLU as the GEMM's epilogue;
 - ``Constant`` nodes (torch writes Python scalars and slice bounds as Constant nodes).
 `add_pattern`/`mul_pattern` return None when a node is not one of these patterns.

@@ -1,10 +1,15 @@
-"""Plan passes after lowering: merge Q/K/V projections, then map values to few buffers.
+"""Plan passes after lowering: merge Q/K/V projections, fold residual NoNorms into the FC
+before them, then map values to few buffers.
 
 - `merge_qkv`: the three FCs feeding one attention op that read the same activation with
   the same weight type become one FC with N = 3H (one pass over the activation, one bigger
   GEMM); the attention op then reads q, k and v at column offsets 0, H and 2H of its output.
   When only q and k share their input (MobileBERT's shared Q/K bottleneck; v reads the
   wide hidden state), q and k become one FC with N = 2H read at offsets 0 and H.
+- `fold_residual_norms`: MobileBERT's NoNorm after a residual Add, (x + r) * g + b with x an
+  FC's output read by nothing else, becomes that FC's epilogue: the FC's weights and bias
+  take g (W * g, bias * g + b) and the FC adds r * g to its output in the tile it just
+  stored (FK_EPI_BIAS_RES), so the NoNorm pass over x and r, from L2, is gone.
 - `allocate`: liveness-based reuse of activation buffers of equal width; an op's output
   never shares a buffer with its own inputs (GEMM and attention read inputs while writing).
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from farm.build.custom.ir import Ir, IrOp
-from farm.build.custom.plan_format import ACT_NONE, OP_ATTENTION, OP_FC
+from farm.build.custom.plan_format import ACT_NONE, OP_ATTENTION, OP_FC, OP_NONORM
 
 
 def _users(ir: Ir) -> dict[int, list[IrOp]]:
@@ -81,6 +86,55 @@ def _merge_qk(ir: Ir, att: IrOp, q: IrOp, k: IrOp) -> None:
     ir.ops.insert(at, fused)
     att.ins = [fused.out, fused.out, att.ins[2]]
     att.params[2:5] = [0, n, 0]
+
+
+def fold_residual_norms(ir: Ir) -> int:
+    """Returns how many NoNorms became an FC epilogue (see the module docstring)."""
+    producer = {op.out: op for op in ir.ops}
+    users = _users(ir)
+    outputs = {v for _, v in ir.outputs}
+    folded = []
+    for norm in [op for op in ir.ops if op.kind == OP_NONORM and len(op.ins) == 2]:
+        x, r = norm.ins
+        fc = producer.get(x)
+        if (fc is None or fc.kind != OP_FC or fc.params[3] != ACT_NONE or fc.res_scale is not None
+                or len(users.get(x, [])) != 1 or x in outputs or x in ir.seq_values
+                # the FC reads r, so r must exist when the FC runs
+                or not _ready_before(ir, producer, r, fc)):
+            continue
+        gamma, beta = (np.asarray(a, np.float32) for a in norm.arrays)
+        fc.fc = fc.fc.scaled(gamma)  # type: ignore[union-attr]
+        bias = np.zeros_like(gamma) if fc.bias is None else np.asarray(fc.bias, np.float32)
+        fc.bias = (bias * gamma + beta).astype(np.float32)
+        fc.res_scale = gamma
+        fc.ins = [fc.ins[0], r]
+        fc.out = norm.out
+        folded.append(norm)
+    for norm in folded:
+        ir.ops.remove(norm)
+    return len(folded)
+
+
+def _ready_before(ir: Ir, producer: dict[int, IrOp], v: int, op: IrOp) -> bool:
+    """Whether value v exists when `op` runs, moving v's producer earlier if it can be.
+
+    Lowering emits an FC where its value is first used, so MobileBERT's input bottleneck
+    (the attention output's residual) comes after the attention. Its input, the layer's
+    hidden state, exists long before: the FC moves to just before the first other op that
+    reads that input (the attention bottleneck and V, whose quantised input it then shares),
+    or else to just before `op`."""
+    made = producer.get(v)
+    order = {id(o): i for i, o in enumerate(ir.ops)}
+    if made is None or order[id(made)] < order[id(op)]:
+        return True
+    late = [i for i in made.ins if i in producer and order[id(producer[i])] >= order[id(op)]]
+    if made.kind != OP_FC or late:
+        return False
+    peers = [o for o in ir.ops if o is not made and made.ins[0] in o.ins
+             and order[id(o)] < order[id(op)]]
+    ir.ops.remove(made)
+    ir.ops.insert(ir.ops.index(peers[0]) if peers else ir.ops.index(op), made)
+    return True
 
 
 def allocate(ir: Ir) -> tuple[dict[int, int], list[int]]:

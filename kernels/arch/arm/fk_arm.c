@@ -135,7 +135,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
                         vstore(out + j, FK_FN(epi_act)(g->epi, v));
                     }
                 memcpy(c, out, sizeof(float) * nc);
-                if (!fuse) FK_FN(epilogue_row)(g, c, col, nc);
+                if (!fuse) FK_FN(epilogue_row)(g, c, m + i, col, nc);
             }
         }
     }
@@ -215,6 +215,6 @@ const fk_kernels FK_FN(fk_kernels) = {
     FK_FN(fk_softmax_f32), FK_FN(fk_quantize_row_i8), FK_FN(fk_quantize_row_q8_0),
     FK_FN(fk_gemm_f32), FK_FN(fk_gemm_i8), FK_FN(fk_gemm_q4_0), FK_FN(fk_attention_f32),
     FK_FN(fk_fma_loop), FK_FN(fk_relu_f32), FK_FN(fk_nonorm_f32),
-    FK_FN(fk_tanh_f32), FK_FN(fk_gelu_tanh_f32),
+    FK_FN(fk_tanh_f32), FK_FN(fk_gelu_tanh_f32), FK_FN(fk_residual_f32),
     {FK_MR, I8_MR, Q4_MR}, {FK_NR * FK_NP, FK_NR, FK_NR}, {{16, 4}, {16, 4}, {16, 4}},
 };

@@ -196,7 +196,7 @@ static inline void amx_epilogue(const fk_gemm_args *g, const int32_t *ct, int m,
         }
         float *c = g->c + (size_t)(m + i) * g->ldc + col;
         _mm512_mask_storeu_ps(c, keep, v);
-        if (!fuse) FK_FN(epilogue_row)(g, c, col, nc);
+        if (!fuse) FK_FN(epilogue_row)(g, c, m + i, col, nc);
     }
 }
 
@@ -340,7 +340,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
     const int8_t *aq = (const int8_t *)g->aq, *w = (const int8_t *)g->w;
     int32_t *rs = (int32_t *)FK_FN(tls_floats)((size_t)(m1 - m0));
     for (int m = m0; m < m1; m++) rs[m - m0] = i8_rowsum128(aq + (size_t)m * g->lda, K4);
-    const int fuse = FK_FN(epi_in_regs)(g);
+    const int fuse = FK_FN(epi_in_regs)(g), res = g->epi == FK_EPI_BIAS_RES;
     const size_t pstride = (size_t)ng * 64; /* bytes of one weight panel */
     for (int p = n0 / FK_NR, np; p * FK_NR < n1; p += np) {
         const int col = p * FK_NR, rem = n1 - col;
@@ -352,7 +352,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
             const int nc = rem - j * FK_NR;
             keep[j] = j < np ? (nc >= FK_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << nc) - 1)) : 0;
             ws[j] = _mm512_maskz_loadu_ps(keep[j], g->w_scale + col + j * FK_NR);
-            bv[j] = fuse && g->bias ? _mm512_maskz_loadu_ps(keep[j], g->bias + col + j * FK_NR) : _mm512_setzero_ps();
+            bv[j] = (fuse || res) && g->bias ? _mm512_maskz_loadu_ps(keep[j], g->bias + col + j * FK_NR) : _mm512_setzero_ps();
         }
         /* the next pair of panels, a slice per row block (read once from L3/DRAM) */
         const char *next = (const char *)(b0 + (size_t)np * pstride);
@@ -376,9 +376,15 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
                     /* an add with explicit rounding is never contracted into an FMA with the
                      * scale: the same float result as the reference kernel */
                     if (fuse) v = FK_FN(epi_act)(g->epi, _mm512_add_round_ps(v, bv[j], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                    if (res) { /* bias, then the residual's FMA: as the unfused steps round */
+                        const float *r = g->res + (size_t)(m + i) * g->ldres + col + j * FK_NR;
+                        v = _mm512_add_round_ps(v, bv[j], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                        v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep[j], r),
+                                            _mm512_maskz_loadu_ps(keep[j], g->res_scale + col + j * FK_NR), v);
+                    }
                     _mm512_mask_storeu_ps(c + j * FK_NR, keep[j], v);
                 }
-                if (!fuse) FK_FN(epilogue_row)(g, c, col, rem < np * FK_NR ? rem : np * FK_NR);
+                if (!fuse && !res) FK_FN(epilogue_row)(g, c, m + i, col, rem < np * FK_NR ? rem : np * FK_NR);
             }
         }
     }
@@ -455,7 +461,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
                         vstore(out + j, FK_FN(epi_act)(g->epi, v));
                     }
                 memcpy(c, out, sizeof(float) * nc);
-                if (!fuse) FK_FN(epilogue_row)(g, c, col, nc);
+                if (!fuse) FK_FN(epilogue_row)(g, c, m + i, col, nc);
             }
         }
     }
@@ -548,7 +554,7 @@ const fk_kernels FK_FN(fk_kernels) = {
     FK_FN(fk_softmax_f32), FK_FN(fk_quantize_row_i8), FK_FN(fk_quantize_row_q8_0),
     FK_FN(fk_gemm_f32), FK_FN(fk_gemm_i8), FK_FN(fk_gemm_q4_0), FK_FN(fk_attention_f32),
     FK_FN(fk_fma_loop), FK_FN(fk_relu_f32), FK_FN(fk_nonorm_f32),
-    FK_FN(fk_tanh_f32), FK_FN(fk_gelu_tanh_f32),
+    FK_FN(fk_tanh_f32), FK_FN(fk_gelu_tanh_f32), FK_FN(fk_residual_f32),
 #if defined(__AMX_INT8__) /* AMX: 32 rows x 2 panels per register block; a column cut costs
                             * 1.2-1.4x at N >= 256 (A copied into tiles per task), a row cut 1.01-1.07x */
     {FK_MR, 32, Q4_MR}, {FK_NR * FK_NP, 2 * FK_NR, FK_NR}, {{16, 4}, {64, 8}, {16, 4}},
