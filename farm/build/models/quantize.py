@@ -77,8 +77,9 @@ DYNAMIC_OPTIONS = {"op_types_to_quantize": ["MatMul"], "weight_type": "QInt8"}
 # activations unless `session.qdqisint8allowed=1` (a setting the headers describe for ARM), so
 # an S8S8 file ran its MatMuls as DQ -> fp32 MatMul, and with that set MLAS has no fast S8S8
 # GEMM here. Measured 2026-12-06 on the 2-core Zen 4 EPYC (AVX-512 VNNI), ORT 1.32, mobilebert,
-# 1 thread, median ms of interleaved 2 s rounds on a busy host: S8S8 64-82 (192-253 with
-# qdqisint8allowed=1), U8S8 34-35, fp32 ~65 and int8-dynamic ~26 when quiet; cosine to fp32
+# 1 thread, median ms, busy host: `farm bench --variant int8-qdq` in three runs interleaved
+# with the S8S8 build: S8S8 54.8-67.1, U8S8 31.7-36.5 (fp32 60.9-63.1, int8-dynamic
+# 26.2-27.3); an ORT-only loop: S8S8 with qdqisint8allowed=1 192-253; cosine to fp32
 # 0.9984 for both. On arm64 ORT fuses S8S8 and U8S8 alike, so U8S8 is the set fast on both
 # ISAs. Caveat (ORT's `session.x64quantprecision`): without VNNI, VPMADDUBSW can saturate U8S8
 # sums. Activation zero points are asymmetric either way (uint8 0-154 on mobilebert): the
