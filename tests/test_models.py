@@ -141,6 +141,25 @@ def test_quantized_variants_build_run_and_stay_close(
     assert cosine > 0.99
 
 
+def test_int8_qdq_is_u8s8_as_recorded(tiny_dir: Path) -> None:
+    """ORT's x86 QDQ MatMul fusion takes uint8 activations only (quantize.QDQ_OPTIONS):
+    activations uint8 with calibrated (non-zero) zero points, weights int8, and the file's
+    metadata says so."""
+    from farm.build.models.quantize import QDQ_OPTIONS, QUANTIZER_METADATA
+
+    model = onnx.load(str(build_model("tiny", "int8-qdq", tiny_dir).path))
+    consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    q_zps = [consts[n.input[2]] for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    assert q_zps and {z.dtype for z in q_zps} == {np.dtype(np.uint8)}
+    assert any(int(z) != 0 for z in q_zps)
+    weights = [consts[n.input[0]] for n in model.graph.node
+               if n.op_type == "DequantizeLinear" and n.input[0] in consts]
+    assert weights and {w.dtype for w in weights} == {np.dtype(np.int8)}
+    meta = json.loads(next(p.value for p in model.metadata_props
+                           if p.key == QUANTIZER_METADATA))
+    assert meta["options"]["activation_type"] == QDQ_OPTIONS["activation_type"] == "QUInt8"
+
+
 def test_build_is_cached_and_quantizers_are_deterministic(tmp_path: Path, tiny_dir: Path) -> None:
     first = build_model("tiny", "int8-qdq", tiny_dir)
     mtime = first.path.stat().st_mtime_ns

@@ -12,18 +12,22 @@ cosine of last_hidden_state against ORT's run of the quantised file):
 
     variant       exact fp32 route   bias dropped   L0 value Wᵀ   attn-out Wᵀ   bounds
     int8-dynamic  0.800 / 0.938      0.665 / 0.880  0.450 / 0.858  0.067 / 0.375  0.70 / 0.90
-    int8-qdq      0.594 / 0.816      0.590 / 0.762  0.410 / 0.764  0.065 / 0.342  0.50 / 0.78
+    int8-qdq      0.587 / 0.815      0.560 / 0.761  0.411 / 0.763  0.001 / 0.342  0.49 / 0.78
     int4          0.911 / 0.965      0.811 / 0.904  0.447 / 0.881  0.073 / 0.387  0.80 / 0.93
     (min / mean)
 
 A correct route of the file is at most as far from ORT as the exact fp32 model is (a route
-that skips the activation quantisation, like custom on QDQ files, measured 0.708 / 0.846 on
-int8-qdq; an int8 route sits closer: TVM 0.964 / 0.990, custom int8-dynamic 0.969 / 0.986),
-so each bound is the exact model's figure less a margin (~0.1 on the min, 0.035 on the mean)
-and rejects the wrong kernels in the table (weight edits of the fp32 file, trained.BUGS). The
-int8-qdq margin to a dropped bias is thin (0.762 vs 0.78): per-tensor QDQ of a trained
-BERT's activations (outlier channels) costs as much as that bug. One model, one calibration:
-other trained encoders may sit lower (tests/test_quant_bounds.py re-checks this one).
+that skips the activation quantisation, like custom on QDQ files, measured 0.707 / 0.846 on
+int8-qdq; an int8 route sits closer: TVM's integer GEMMs on int8-qdq 0.966 / 0.989, custom
+int8-dynamic 0.969 / 0.986), so each bound is the exact model's figure less a margin (~0.1 on
+the min, 0.035 on the mean) and rejects the wrong kernels in the table (weight edits of the
+fp32 file, trained.BUGS). The int8-qdq margin to a dropped bias is thin (0.761 vs 0.78):
+per-tensor QDQ of a trained BERT's activations (outlier channels) costs as much as that bug.
+int8-qdq row: the U8S8 file of quantize.QDQ_OPTIONS (QUANTIZER_REVISION 4; the S8S8 file
+before it measured 0.594 / 0.815, bias dropped 0.560 / 0.762, L0 value 0.410 / 0.763: the
+same grid shifted by 128, so only ORT's arithmetic moved; the bound's min follows the exact
+figure down by 0.01). One model, one calibration: other trained encoders may sit lower
+(tests/test_quant_bounds.py re-checks this one).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from farm.bench.accuracy import Accuracy, tolerance_for
 
 # variant -> (min, mean) of the per-token cosine (derivation in the docstring)
 BOUNDS: dict[str, tuple[float, float]] = {"int8-dynamic": (0.70, 0.90),
-                                          "int8-qdq": (0.50, 0.78), "int4": (0.80, 0.93)}
+                                          "int8-qdq": (0.49, 0.78), "int4": (0.80, 0.93)}
 STATISTIC = "per-token cosine"
 
 

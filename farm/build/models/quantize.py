@@ -4,10 +4,11 @@
 config.VARIANTS):
 - ``int8-dynamic``: `quantize_dynamic`, weight QInt8, MatMul only (embedding Gathers stay
   fp32; ORT's default would also quantize them, which only changes the table lookups).
-- ``int8-qdq``: `quantize_static`, QDQ format, QInt8 weights and activations, MinMax
-  calibration over a fixed list of input feeds (`calibration`, deterministic), MatMul only,
-  per-tensor. ORT turns the Q/DQ pairs around each MatMul into QLinearMatMul/MatMulInteger
-  when graph optimisation is on.
+- ``int8-qdq``: `quantize_static`, QDQ format, QUInt8 activations and QInt8 weights (U8S8,
+  QDQ_OPTIONS says why), MinMax calibration over a fixed list of input feeds (`calibration`,
+  deterministic), MatMul only, per-tensor. ORT turns the Q/DQ pairs around each MatMul into
+  QLinearMatMul/MatMulInteger when graph optimisation is on; TVM imports them as u8 x s8
+  integer GEMMs (build/tvm/qdq.py).
 - ``int4``: `MatMulNBitsQuantizer(bits=4, block_size=128, is_symmetric=True,
   accuracy_level=4)` (INT4_OPTIONS says why): MatMuls with constant weights become
   MatMulNBits; activation×activation MatMuls (attention scores/context) stay fp32.
@@ -24,10 +25,12 @@ Accuracy against fp32 (last_hidden_state, inputs seed 0, onnxruntime 1.32; outpu
     tiny        int8-qdq       0.475     0.026      0.9994
     tiny        int4           0.514     0.111      0.990
     mobilebert  int8-dynamic   0.046     0.008      0.9999
-    mobilebert  int8-qdq       0.158     0.027      0.9984
+    mobilebert  int8-qdq       0.159     0.027      0.9984
     mobilebert  int4           0.364     0.058      0.9929
 
-(int4 at block 128, level 4; at block 32 it was 0.461 / 0.095 / 0.993 and 0.261 / 0.048 /
+(int8-qdq with U8S8 since QUANTIZER_REVISION 4: MinMax's asymmetric uint8 grid is the int8
+one shifted by 128, so the figures of the S8S8 file (0.158 / 0.027 / 0.9984) barely move;
+int4 at block 128, level 4; at block 32 it was 0.461 / 0.095 / 0.993 and 0.261 / 0.048 /
 0.9950. mobilebert: the real MobileBERT graph, corpus/mobilebert.py, outputs std 0.61; the rows
 before it were measured on the BERT-shaped approximation that preset used to be, where int4
 reached max 1.41 / cosine 0.90.) Random Gaussian weights quantize worse than trained ones
@@ -52,8 +55,9 @@ import onnx
 
 from farm.errors import BuildError
 
-# 2: options recorded in the file's metadata (farm.quantizer); 3: int4 block 128, level 4
-QUANTIZER_REVISION = "3"
+# 2: options recorded in the file's metadata (farm.quantizer); 3: int4 block 128, level 4;
+# 4: int8-qdq activations QUInt8 (U8S8)
+QUANTIZER_REVISION = "4"
 QUANTIZER_METADATA = "farm.quantizer"  # read by agents/runners/ort_runner.py
 # int4: block 128, accuracy_level 4 (int8 compute, MLAS's CompInt8 path: the only level that
 # selects it, matmul_nbits.cc; level 1 runs as level 0). Measured 2026-12-04 on a 2-core Zen 4
@@ -66,8 +70,23 @@ QUANTIZER_METADATA = "farm.quantizer"  # read by agents/runners/ort_runner.py
 # the same scale (build/custom/weights.py), TVM dequantises any block (build/tvm/nbits.py).
 INT4_OPTIONS = {"bits": 4, "block_size": 128, "is_symmetric": True, "accuracy_level": 4}
 DYNAMIC_OPTIONS = {"op_types_to_quantize": ["MatMul"], "weight_type": "QInt8"}
+# int8-qdq: activations QUInt8, weights QInt8 (U8S8): the pair ORT's x86-64 int8 kernels
+# are built for (its quantization guide: MLAS runs U8S8 with VPMADDUBSW on AVX2/AVX-512, VNNI's
+# vpdpbusd is u8 x s8 too). The guide calls S8S8 QDQ "the first choice", but on x86 ORT's QDQ
+# MatMul fusion (QDQSelectorActionTransformer's MatMul selector) does not take int8
+# activations unless `session.qdqisint8allowed=1` (a setting the headers describe for ARM), so
+# an S8S8 file ran its MatMuls as DQ -> fp32 MatMul, and with that set MLAS has no fast S8S8
+# GEMM here. Measured 2026-12-06 on the 2-core Zen 4 EPYC (AVX-512 VNNI), ORT 1.32, mobilebert,
+# 1 thread, median ms, busy host: `farm bench --variant int8-qdq` in three runs interleaved
+# with the S8S8 build: S8S8 54.8-67.1, U8S8 31.7-36.5 (fp32 60.9-63.1, int8-dynamic
+# 26.2-27.3); an ORT-only loop: S8S8 with qdqisint8allowed=1 192-253; cosine to fp32
+# 0.9984 for both. On arm64 ORT fuses S8S8 and U8S8 alike, so U8S8 is the set fast on both
+# ISAs. Caveat (ORT's `session.x64quantprecision`): without VNNI, VPMADDUBSW can saturate U8S8
+# sums. Activation zero points are asymmetric either way (uint8 0-154 on mobilebert): the
+# custom route drops activation Q/DQ pairs (build/custom/qdq.py); TVM takes them as
+# MatMulInteger's a_zero_point (build/tvm/qdq.py).
 QDQ_OPTIONS = {"quant_format": "QDQ", "op_types_to_quantize": ["MatMul"],
-               "activation_type": "QInt8", "weight_type": "QInt8",
+               "activation_type": "QUInt8", "weight_type": "QInt8",
                "calibrate_method": "MinMax", "per_channel": False}
 
 
@@ -120,7 +139,7 @@ def _int8_qdq(src: Path, dst: Path, calibration: list[dict[str, np.ndarray]]) ->
         src, dst, _FeedReader(calibration),  # type: ignore[arg-type]
         quant_format=QuantFormat.QDQ,
         op_types_to_quantize=["MatMul"],
-        activation_type=QuantType.QInt8,
+        activation_type=QuantType.QUInt8,
         weight_type=QuantType.QInt8,
         calibrate_method=CalibrationMethod.MinMax,
     )

@@ -36,7 +36,7 @@ def tvm_facts(art: Any, model_path: Path) -> tuple[dict[str, Any], dict[str, int
     weights = min(weight_bytes(model_path), art.size_bytes)
     flags = {"tvm_key": art.key[:12], "target": art.target,
              "schedule_counts": art.schedule_counts,
-             "unscheduled_count": art.unscheduled_count,
+             "unscheduled_count": art.unscheduled_count, "tvm_rewrites": art.rewrites,
              "build_s": original_build_s(art), "build_cached": art.cached}
     return flags, {"code": art.size_bytes - weights, "weights": weights}
 

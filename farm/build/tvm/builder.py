@@ -11,9 +11,11 @@ parameter shapes and dtypes (`args`, null when not static) and the mean and std 
 weights its first call passes (`constants`, by parameter position); `unscheduled_count` is
 the number of kernels left with schedule `none` (naive loops; every variant builds with 0).
 
-MatMulNBits (the int4 variant) is dequantised at build time (nbits.py) and runs as fp32
-MatMuls. Any other operator the TVM ONNX frontend lacks is a BuildError naming it before any
-compilation starts.
+The file is rewritten before import (rewrites.py): MatMulNBits (the int4 variant) is
+dequantised (nbits.py) and runs as fp32 MatMuls; static QDQ MatMuls with constant int8
+weights become MatMulInteger (qdq.py), u8 x s8 GEMMs like int8-dynamic's. The counts are in
+the sidecar (`rewrites`) and on records (`build_flags.tvm_rewrites`). Any other operator the
+TVM ONNX frontend lacks is a BuildError naming it before any compilation starts.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from farm.build import registry
-from farm.build.tvm import api, nbits
+from farm.build.tvm import api, nbits, rewrites
 from farm.build.tvm.target import cross_compiler, spec_json, target_spec
 from farm.build.tvm.tuning_db import database_hash, default_database_dir
 from farm.categories import tvm_category
@@ -43,7 +45,8 @@ from farm.paths import build_cache_dir
 
 TVM_VARIANTS = "fp32, int8-dynamic, int8-qdq, int4"
 KERNELS_LIB = "model.kernels.so"
-_CODE_FILES = ("api.py", "api_rules.py", "builder.py", "target.py", "nbits.py")
+_CODE_FILES = ("api.py", "api_rules.py", "builder.py", "target.py", "nbits.py", "qdq.py",
+               "rewrites.py")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class TvmArtifact:
     meta_path: Path | None = None       # sidecar JSON read by the runner
     cached: bool = False
     kernels_path: Path | None = None    # the kernels alone (api.export_kernel_library)
+    rewrites: dict[str, int] = field(default_factory=dict)  # rewrites.py's counts
 
     @property
     def schedule_counts(self) -> dict[str, int]:
@@ -79,7 +83,7 @@ def kernel_category(name: str, has_weight: bool) -> str:
 
 
 def check_operators(model: onnx.ModelProto, model_path: Path) -> None:
-    # MatMulNBits is rewritten before import (nbits.py)
+    # MatMulNBits is rewritten before import (rewrites.py)
     supported = api.supported_onnx_ops() | {nbits.OP}
     first: dict[str, str] = {}
     for n in model.graph.node:
@@ -118,7 +122,8 @@ def _load_cached(meta_path: Path, lib: Path) -> TvmArtifact:
     return TvmArtifact(lib, meta["key"], meta["target"],
                        {k: v["schedule"] for k, v in meta["kernels"].items()},
                        0.0, lib.stat().st_size, meta_path, cached=True,
-                       kernels_path=lib.with_name(KERNELS_LIB))
+                       kernels_path=lib.with_name(KERNELS_LIB),
+                       rewrites=meta.get("rewrites") or {})
 
 
 def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
@@ -156,7 +161,7 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
 
     started = time.monotonic()
     report("import", 0.1)
-    with nbits.importable(model_path) as importable:
+    with rewrites.importable(model_path) as (importable, rewrite_counts):
         mod = api.import_onnx(importable)
     target = api.make_target(spec)
     compiled = api.compile_model(mod, target, fusion=fusion, database_dir=db_dir,
@@ -182,14 +187,14 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
             "schedule_counts": dict(Counter(k["schedule"] for k in kernels.values())),
             "unscheduled_count": unscheduled_count({k: v["schedule"]
                                                     for k, v in kernels.items()}),
-            "kernels": kernels}
+            "rewrites": rewrite_counts, "kernels": kernels}
     (tmp_dir / "model.so.json").write_text(json.dumps(meta, indent=1))
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp_dir.replace(out_dir)
     report("done", 1.0)
     artifact = TvmArtifact(lib, key, spec, {k: v["schedule"] for k, v in kernels.items()},
                            build_s, lib.stat().st_size, meta_path,
-                           kernels_path=lib.with_name(KERNELS_LIB))
+                           kernels_path=lib.with_name(KERNELS_LIB), rewrites=rewrite_counts)
     return _register(artifact, device, model_sha)
 
 

@@ -12,17 +12,11 @@ TVM then schedules and fuses the MatMul like any fp32 one: the result is ORT's f
 path (accuracy_level 0) of the same weights; the library carries fp32 weights (4-8x the
 int4 file), which the record's sizes show.
 
-`dequantized(model)` returns the rewritten model, or None when there is no MatMulNBits;
-`importable(path)` yields a file TVM can import (the rewrite in a temporary directory, or
-`path` itself). Errors name the node and what it needs.
+`dequantized(model)` returns the rewritten model, or None when there is no MatMulNBits
+(rewrites.py applies it before TVM imports a file). Errors name the node and what it needs.
 """
 
 from __future__ import annotations
-
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -118,15 +112,3 @@ def dequantized(model: onnx.ModelProto) -> onnx.ModelProto | None:
         out.opset_import.extend(ops)
     return out
 
-
-@contextmanager
-def importable(model_path: Path) -> Iterator[Path]:
-    """`model_path`, or its MatMulNBits-free rewrite while the context lasts."""
-    rewritten = dequantized(onnx.load(str(model_path)))
-    if rewritten is None:
-        yield model_path
-        return
-    with tempfile.TemporaryDirectory(prefix="farm-nbits-") as tmp:
-        path = Path(tmp) / model_path.name
-        onnx.save(rewritten, str(path))
-        yield path

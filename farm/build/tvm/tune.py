@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from farm.build import registry
-from farm.build.tvm import api, api_tune, nbits
+from farm.build.tvm import api, api_tune, rewrites
 from farm.build.tvm.target import cross_compiler, target_spec
 from farm.build.tvm.tuning_db import default_database_dir, read_state, write_state
 from farm.errors import BuildError, UsageError
@@ -59,7 +59,7 @@ def tune_tvm(model_path: str | Path, device: Device, *, trials: int, batch: int 
     db_dir = default_database_dir(registry.sha256_file(model_path), spec)
     state = read_state(db_dir)
     started = time.time()
-    with nbits.importable(model_path) as importable:  # int4: as build_tvm imports it
+    with rewrites.importable(model_path) as (importable, _):  # as build_tvm imports it
         mod = api.import_onnx(importable)
     outcome = api_tune.tune_model(mod, api.make_target(spec), db_dir,
                              trials=trials, batch=batch, time_budget_s=time_budget_s,

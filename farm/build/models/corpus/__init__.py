@@ -15,8 +15,8 @@ NAME = ``{family}-opset{11|14|17|18}-{fixed|dynamic}[+ortopt][+qdynamic|+qdq|+q4
   the real tools);
 - ``@small``: test dims (2 layers, hidden 64, seq 16); default bench size (6 layers, hidden
   384, 12 heads, seq 128, vocab 30522).
-`corpus_model(name, out_dir) -> Path` builds (cached by name, generator source and ORT
-version) and returns the file.
+`corpus_model(name, out_dir) -> Path` builds (cached by name, generator source, ORT version
+and quantize.QUANTIZER_REVISION) and returns the file.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import onnx
 from farm.build.models.corpus import mobilebert_export
 from farm.build.models.corpus.mobilebert_config import MobileBertConfig
 from farm.build.models.corpus.torchscript import BENCH, FAMILIES, SMALL, Dims, export
+from farm.build.models.quantize import QUANTIZER_REVISION
 from farm.errors import BuildError
 
 PREFIX = "corpus:"
@@ -87,7 +88,10 @@ def parse(name: str) -> tuple[str, int, bool, list[str], Dims | MobileBertConfig
 def _key(name: str) -> str:
     import onnxruntime
 
-    digest = hashlib.sha256(name.encode() + onnxruntime.__version__.encode())
+    # the quantizers' options live in quantize.py, outside this package: its revision keys
+    # the `+qdynamic|+qdq|+q4` files as it keys the presets' (models/build.py)
+    digest = hashlib.sha256(name.encode() + onnxruntime.__version__.encode()
+                            + QUANTIZER_REVISION.encode())
     for p in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(p.read_bytes())
     return digest.hexdigest()[:12]

@@ -103,13 +103,14 @@ def _custom(canon: Canonical) -> dict[str, Any]:
 
 
 def _tvm(canon: Canonical) -> dict[str, Any]:
-    from farm.build.tvm import api
+    from farm.build.tvm import api, rewrites
     from farm.build.tvm.builder import check_operators
 
     model = onnx.load(str(canon.path))
     try:
         check_operators(model, canon.path)
-        api.import_onnx(canon.path)  # captures the importer's stdout itself
+        with rewrites.importable(canon.path) as (importable, _):  # as build_tvm imports it
+            api.import_onnx(importable)  # captures the importer's stdout itself
     except FarmError as exc:
         return _failure("import", exc)
     verdict: dict[str, Any] = {"ok": True, "stage": "import",
