@@ -30,7 +30,7 @@ VARIANTS: dict[str, str] = {
     "fp32": "float32 weights and activations (the reference)",
     "int8-dynamic": "quantize_dynamic, QInt8 weights, activations quantized at run time",
     "int8-qdq": "quantize_static QDQ, QUInt8 activations, QInt8 weights, MinMax calibration",
-    "int4": "MatMulNBits 4-bit weights, block 32, symmetric (activations fp32)",
+    "int4": "MatMulNBits 4-bit weights, block 128, symmetric, accuracy_level 4 (int8 compute)",
 }
 
 
