@@ -132,3 +132,34 @@ def test_bad_request_and_inputs_are_errors(fp32_plan, tmp_path, exe_x86) -> None
     proc = subprocess.run([*exe_x86, "--plan", str(plan), "--inputs", str(cut)],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "truncated" in proc.stdout
+
+
+def test_residual_norm_fold_moves_the_residual_producer_or_leaves_it() -> None:
+    """fold_residual_norms on a hand-made IR: a residual made after the FC is moved before it
+    when its inputs allow (then the NoNorm is gone), else the NoNorm stays an op."""
+    import numpy as np
+
+    from farm.build.custom.ir import FcWeights, Ir, IrOp
+    from farm.build.custom.passes import fold_residual_norms
+    from farm.build.custom.plan_format import ACT_NONE, OP_ADD, OP_FC, OP_NONORM, W_F32
+
+    def fc(name: str, ins: list[int], out: int) -> IrOp:
+        return IrOp(OP_FC, name, ins, out, fc=FcWeights(W_F32, np.ones((4, 4), np.float32)),
+                    bias=np.zeros(4, np.float32), params=[W_F32, 4, 4, ACT_NONE])
+
+    def ir_with(ops: list[IrOp]) -> Ir:
+        return Ir(inputs=[("x", 0)], outputs=[("y", ops[-1].out)], cols=[4] * 6, ops=ops)
+
+    gamma, beta = np.full(4, 2.0, np.float32), np.full(4, 0.5, np.float32)
+    a, r = fc("a", [0], 1), fc("r", [0], 2)
+    ir = ir_with([a, r, IrOp(OP_NONORM, "norm", [1, 2], 3, arrays=[gamma, beta])])
+    assert fold_residual_norms(ir) == 1
+    assert [op.name for op in ir.ops] == ["r", "a"]  # r moved before the FC that reads it
+    assert a.ins == [0, 2] and a.out == 3 and np.allclose(a.res_scale, gamma)
+    assert np.allclose(a.fc.w, 2.0) and np.allclose(a.bias, 0.5)
+    # r reads a value made after the FC: it cannot move, the NoNorm stays
+    a, r = fc("a", [0], 1), fc("r", [4], 2)
+    ir = ir_with([a, IrOp(OP_ADD, "late", [0, 0], 4), r,
+                  IrOp(OP_NONORM, "norm", [1, 2], 3, arrays=[gamma, beta])])
+    assert fold_residual_norms(ir) == 0
+    assert [op.name for op in ir.ops] == ["a", "late", "r", "norm"]

@@ -127,13 +127,15 @@ def _ready_before(ir: Ir, producer: dict[int, IrOp], v: int, op: IrOp) -> bool:
     order = {id(o): i for i, o in enumerate(ir.ops)}
     if made is None or order[id(made)] < order[id(op)]:
         return True
-    late = [i for i in made.ins if i in producer and order[id(producer[i])] >= order[id(op)]]
-    if made.kind != OP_FC or late:
+    # the earliest place it can go: after whatever makes its inputs
+    earliest = max((order[id(producer[i])] + 1 for i in made.ins if i in producer), default=0)
+    if made.kind != OP_FC or earliest > order[id(op)]:
         return False
     peers = [o for o in ir.ops if o is not made and made.ins[0] in o.ins
              and order[id(o)] < order[id(op)]]
-    ir.ops.remove(made)
-    ir.ops.insert(ir.ops.index(peers[0]) if peers else ir.ops.index(op), made)
+    at = max(order[id(peers[0])] if peers else order[id(op)], earliest)
+    ir.ops.remove(made)  # it comes after `at`, so removing it shifts nothing before `at`
+    ir.ops.insert(at, made)
     return True
 
 
