@@ -140,7 +140,9 @@ def test_killed_forwarder_takes_the_device_server_with_it(lab,
 def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tracker: ServiceProcess) -> None:
     _netns_lab1(lab)
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    # this tree's farm first; the rest of the path as the suite set it (conftest.py)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
     cli = subprocess.Popen([sys.executable, "-m", "farm.cli.main", "--inventory",
                             str(lab.inventory_path), "deploy", "--rpc-server", "--key",
                             "lab1-cli", "--device", "lab1"],
