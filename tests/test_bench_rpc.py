@@ -1,7 +1,10 @@
 """A bench over a `tvm-rpc` device: a real TVM tracker and RPC server on loopback stand for
 a phone running TVM's RPC app. The TVM route runs through tracker sessions and times on the
 device; routes needing an agent are `unavailable` naming the transport; `local` benches
-alongside in the same run; a dead tracker fails that device alone."""
+alongside in the same run; a dead tracker fails that device alone.
+
+The two benches share one tracker and server (`phone_tracker`: each start imports TVM twice,
+~14 s here for the pair); its teardown checks that stopping the tracker leaves no process."""
 
 from __future__ import annotations
 
@@ -33,6 +36,20 @@ def farm_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield home
 
 
+@pytest.fixture(scope="module")
+def phone_tracker(farm_home: Path) -> Iterator[int]:
+    """A tracker and the phone's RPC server (key bench-phone) on loopback; yields the port."""
+    port = free_port()
+    tracker = start_tracker(port=port)
+    try:
+        server = start_rpc_server("bench-phone", tracker_port=port,
+                                  env={**os.environ, "TVM_NUM_THREADS": "1"})
+        yield port
+    finally:
+        stop_tracker()
+    assert not group_alive(tracker.pgid) and not group_alive(server.pgid)
+
+
 def rpc_device(tmp_path: Path, port: int, key: str = "bench-phone") -> Device:
     """The device as an inventory file describes it (parsed by the real loader)."""
     path = tmp_path / "devices.yaml"
@@ -56,69 +73,54 @@ def local(tmp_path: Path) -> Device:
 
 @pytest.mark.tvm
 @pytest.mark.slow
-def test_tvm_route_runs_through_a_tracker_session(tmp_path: Path) -> None:
-    port = free_port()
-    tracker = start_tracker(port=port)
-    try:
-        server = start_rpc_server("bench-phone", tracker_port=port,
-                                  env={**os.environ, "TVM_NUM_THREADS": "1"})
-        phone = rpc_device(tmp_path, port)
-        config = BenchConfig(routes=("ort", "tvm"), policy=FAST, pause_s=0.0, profile_runs=1)
-        with ResultStore(tmp_path / "r.sqlite") as store:
-            result = run_bench([phone, local(tmp_path)], config, store, "test")
-            recs = {(r["device"], r["route"]): r for r in store.records(result.run_id)}
-            assert store.integrity_check().ok
-        assert result.exit_code == 0, result.failures()
-        assert result.devices["phone"][0] == "ok"
-        tvm = recs[("phone", "tvm")]
-        assert tvm["status"] == "ok", tvm["status_detail"]
-        assert tvm["transport"] == "tvm-rpc"
-        assert tvm["n"] >= 20 and len(tvm["samples_ms"]) == tvm["n"]
-        assert 0 < tvm["median_ms"] <= tvm["p90_ms"] and tvm["load_ms"] > 0
-        assert tvm["accuracy"]["ok"] is True and tvm["accuracy"]["max_abs_diff"] < 1e-3
-        flags = tvm["build_flags"]
-        assert flags["rpc"] is True and flags["number"] == 1 and flags["tracker_key"] == \
-            "bench-phone"
-        assert flags["tvm_key"] and len(flags["rpc_sessions"]) == 1
-        assert flags["rpc_sessions"][0]["warmup_repeats"] >= 2
-        assert tvm["state_before"] is None and tvm["state_after"] is None
-        ort = recs[("phone", "ort")]
-        assert ort["status"] == "unavailable" and not ort["samples_ms"]
-        assert "transport tvm-rpc" in ort["status_detail"]
-        for route in ("ort", "tvm"):
-            mine = recs[("local", route)]
-            assert mine["status"] == "ok", mine["status_detail"]
-            assert mine["n"] >= 20 and mine["accuracy"]["ok"]
-        # every session was released: the server is free again, nothing queued
-        assert tracker_status("127.0.0.1", port)["queue"]["bench-phone"] == {
-            "free": 1, "pending": 0}
-    finally:
-        stop_tracker()
-    assert not group_alive(tracker.pgid) and not group_alive(server.pgid)
+def test_tvm_route_runs_through_a_tracker_session(tmp_path: Path, phone_tracker: int) -> None:
+    port = phone_tracker
+    phone = rpc_device(tmp_path, port)
+    config = BenchConfig(routes=("ort", "tvm"), policy=FAST, pause_s=0.0, profile_runs=1)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        result = run_bench([phone, local(tmp_path)], config, store, "test")
+        recs = {(r["device"], r["route"]): r for r in store.records(result.run_id)}
+        assert store.integrity_check().ok
+    assert result.exit_code == 0, result.failures()
+    assert result.devices["phone"][0] == "ok"
+    tvm = recs[("phone", "tvm")]
+    assert tvm["status"] == "ok", tvm["status_detail"]
+    assert tvm["transport"] == "tvm-rpc"
+    assert tvm["n"] >= 20 and len(tvm["samples_ms"]) == tvm["n"]
+    assert 0 < tvm["median_ms"] <= tvm["p90_ms"] and tvm["load_ms"] > 0
+    assert tvm["accuracy"]["ok"] is True and tvm["accuracy"]["max_abs_diff"] < 1e-3
+    flags = tvm["build_flags"]
+    assert flags["rpc"] is True and flags["number"] == 1 and flags["tracker_key"] == \
+        "bench-phone"
+    assert flags["tvm_key"] and len(flags["rpc_sessions"]) == 1
+    assert flags["rpc_sessions"][0]["warmup_repeats"] >= 2
+    assert tvm["state_before"] is None and tvm["state_after"] is None
+    ort = recs[("phone", "ort")]
+    assert ort["status"] == "unavailable" and not ort["samples_ms"]
+    assert "transport tvm-rpc" in ort["status_detail"]
+    for route in ("ort", "tvm"):
+        mine = recs[("local", route)]
+        assert mine["status"] == "ok", mine["status_detail"]
+        assert mine["n"] >= 20 and mine["accuracy"]["ok"]
+    # every session was released: the server is free again, nothing queued
+    assert tracker_status("127.0.0.1", port)["queue"]["bench-phone"] == {
+        "free": 1, "pending": 0}
 
 
 @pytest.mark.tvm
 @pytest.mark.slow
-def test_rpc_record_has_a_per_op_profile_by_category(tmp_path: Path) -> None:
+def test_rpc_record_has_a_per_op_profile_by_category(tmp_path: Path,
+                                                     phone_tracker: int) -> None:
     """Two repeats share nothing but the estimate; the profile comes after the last one's
     samples, kernel by kernel on the device, and `farm report` shows it."""
     from farm.categories import CATEGORIES
     from farm.report.analysis import load_report
 
-    port = free_port()
-    tracker = start_tracker(port=port)
-    try:
-        server = start_rpc_server("bench-phone", tracker_port=port,
-                                  env={**os.environ, "TVM_NUM_THREADS": "1"})
-        config = BenchConfig(routes=("tvm",), policy=FAST, pause_s=0.0, profile_runs=3,
-                             repeats=2)
-        with ResultStore(tmp_path / "r.sqlite") as store:
-            result = run_bench([rpc_device(tmp_path, port)], config, store, "test")
-            (rec,) = store.records(result.run_id)
-            report = load_report(store, [result.run_id])
-    finally:
-        stop_tracker()
-    assert not group_alive(tracker.pgid) and not group_alive(server.pgid)
+    config = BenchConfig(routes=("tvm",), policy=FAST, pause_s=0.0, profile_runs=3, repeats=2)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        result = run_bench([rpc_device(tmp_path, phone_tracker)], config, store, "test")
+        (rec,) = store.records(result.run_id)
+        report = load_report(store, [result.run_id])
     assert rec["status"] == "ok", rec["status_detail"]
     ops = rec["ops"]
     assert ops is not None and "time_evaluator" in ops["method"] and "error" not in ops

@@ -126,7 +126,10 @@ def test_three_valid_routes_on_local(tmp_path: Path, tool: str) -> None:
 @pytest.mark.tvm
 def test_models_check_says_every_route_takes_it(tmp_path: Path, farm_home: Path) -> None:
     src = corpus_model("mobilebert-opset14-fixed@small", tmp_path / "c")
-    env = {**os.environ, "FARM_HOME": str(farm_home), "PYTHONPATH": str(REPO)}
+    # this tree's farm first; the rest of the path as the suite set it (conftest.py)
+    env = {**os.environ, "FARM_HOME": str(farm_home),
+           "PYTHONPATH": os.pathsep.join(
+               p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, "-m", "farm.cli.main", "models", "check", str(src),
                            "--output", "json"], env=env, capture_output=True, text=True,
                           timeout=600)

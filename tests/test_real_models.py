@@ -97,7 +97,10 @@ def test_pre_quantised_file_verdicts_do_not_depend_on_route_order(tmp_path: Path
 
 
 def farm_cli(*args: str, env_home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FARM_HOME": str(env_home), "PYTHONPATH": str(REPO)}
+    # this tree's farm first; the rest of the path as the suite set it (conftest.py)
+    env = {**os.environ, "FARM_HOME": str(env_home),
+           "PYTHONPATH": os.pathsep.join(
+               p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
     return subprocess.run([sys.executable, "-m", "farm.cli.main", *args], env=env,
                           capture_output=True, text=True, timeout=600)
 

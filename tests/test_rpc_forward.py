@@ -2,7 +2,11 @@
 the tracker lists the server, a session runs the tiny encoder on lab1 and times it there,
 the server listens on lab1's loopback only, and leaving the block leaves no server process
 behind on lab1. The same through `farm deploy --rpc-server` stopped with Ctrl-C, and a
-forwarder killed outright (its SSH connection drops) takes the device's server with it."""
+forwarder killed outright (its SSH connection drops) takes the device's server with it.
+
+The tests share one tracker (`tracker`: starting one imports TVM twice, ~6 s here) and
+tell their servers apart by key; the detached server's test stops a tracker of its own,
+as `farm tracker stop` does."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +31,32 @@ from farm.build.models.inputs import make_inputs
 from farm.inventory import load_inventory
 from farm.rpc import start_tracker, stop_tracker, tracker_session, tracker_status
 from farm.rpc.forward_child import forwarded_rpc_server_process
-from farm.rpc.procs import free_port
+from farm.rpc.procs import ServiceProcess, free_port
 
 pytestmark = [pytest.mark.lab, pytest.mark.tvm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The module's FARM_HOME: the shared tracker's state lives there."""
+    path = tmp_path_factory.mktemp("rpc-forward-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FARM_HOME", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def tracker(home: Path) -> Iterator[ServiceProcess]:
+    state = start_tracker(port=free_port())
+    try:
+        yield state
+    finally:
+        stop_tracker()
+
+
+def _servers(key: str) -> list[dict[str, str]]:
+    """The shared tracker's servers registered under `key`."""
+    return [s for s in tracker_status()["servers"] if s["key"] == key]
 
 
 def _rpc_processes(lab, name: str) -> list[str]:
@@ -43,9 +71,8 @@ def _listeners(lab, name: str, port: int) -> list[str]:
 
 
 def test_forwarded_server_runs_a_session_on_lab1(lab, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                 tracker: ServiceProcess) -> None:
     _netns_lab1(lab)
-    monkeypatch.setenv("FARM_HOME", str(tmp_path))
     from farm.build.tvm import build_tvm
 
     device = load_inventory(str(lab.inventory_path)).get("lab1")
@@ -56,29 +83,25 @@ def test_forwarded_server_runs_a_session_on_lab1(lab, tmp_path: Path,
         None, feeds)[0]
     lib = build_tvm(model, device).path
 
-    tracker = start_tracker(port=free_port())
-    try:
-        # the forwards run in a child: this process is a TVM client (see forward_child)
-        with forwarded_rpc_server_process(device, "lab1-fwd", tracker_port=tracker.port,
-                                          env={"TVM_NUM_THREADS": "1"}) as server:
-            assert server.alive() and server.pgid > 0
-            status = tracker_status()
-            assert {"key": "lab1-fwd", "addr": f"127.0.0.1:{server.port}"} in status["servers"]
-            assert status["queue"]["lab1-fwd"] == {"free": 1, "pending": 0}
+    # the forwards run in a child: this process is a TVM client (see forward_child)
+    with forwarded_rpc_server_process(device, "lab1-fwd", tracker_port=tracker.port,
+                                      env={"TVM_NUM_THREADS": "1"}) as server:
+        assert server.alive() and server.pgid > 0
+        status = tracker_status()
+        assert {"key": "lab1-fwd", "addr": f"127.0.0.1:{server.port}"} in status["servers"]
+        assert status["queue"]["lab1-fwd"] == {"free": 1, "pending": 0}
 
-            # on lab1: the server and the forward's end listen on loopback only
-            assert _listeners(lab, "lab1", server.port) == [f"127.0.0.1:{server.port}"]
-            assert _listeners(lab, "lab1", server.tracker_port) == \
-                [f"127.0.0.1:{server.tracker_port}"]
-            assert _rpc_processes(lab, "lab1")
+        # on lab1: the server and the forward's end listen on loopback only
+        assert _listeners(lab, "lab1", server.port) == [f"127.0.0.1:{server.port}"]
+        assert _listeners(lab, "lab1", server.tracker_port) == \
+            [f"127.0.0.1:{server.tracker_port}"]
+        assert _rpc_processes(lab, "lab1")
 
-            with tracker_session("lab1-fwd", port=tracker.port) as session:
-                run = session.run_vm(lib, list(feeds.values()), number=2, repeat=2)
-            assert len(run.times_ms) == 2 and all(t > 0 for t in run.times_ms)
-            np.testing.assert_allclose(run.outputs[0], expected, atol=1e-4, rtol=1e-3)
-        assert not server.alive()
-    finally:
-        stop_tracker()
+        with tracker_session("lab1-fwd", port=tracker.port) as session:
+            run = session.run_vm(lib, list(feeds.values()), number=2, repeat=2)
+        assert len(run.times_ms) == 2 and all(t > 0 for t in run.times_ms)
+        np.testing.assert_allclose(run.outputs[0], expected, atol=1e-4, rtol=1e-3)
+    assert not server.alive()
 
     assert _wait_gone(lab, "lab1") == []
     assert _listeners(lab, "lab1", server.port) == []
@@ -97,35 +120,29 @@ def _netns_lab1(lab) -> None:
         pytest.skip("the forward needs a device with its own loopback (netns lab)")
 
 
-def test_killed_forwarder_takes_the_device_server_with_it(lab, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_forwarder_takes_the_device_server_with_it(lab,
+                                                         tracker: ServiceProcess) -> None:
     _netns_lab1(lab)
-    monkeypatch.setenv("FARM_HOME", str(tmp_path))
     device = load_inventory(str(lab.inventory_path)).get("lab1")
-    tracker = start_tracker(port=free_port())
-    try:
-        with forwarded_rpc_server_process(device, "lab1-kill",
-                                          tracker_port=tracker.port) as server:
-            assert _rpc_processes(lab, "lab1")
-            os.kill(server.pid, signal.SIGKILL)  # no cleanup by the forwarder: the
-            while server.alive():                # device-side watchdog must do it
-                time.sleep(0.05)
-            assert _wait_gone(lab, "lab1") == []
-            deadline = time.monotonic() + 10
-            while tracker_status()["servers"] and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert tracker_status()["servers"] == []
-    finally:
-        stop_tracker()
+    with forwarded_rpc_server_process(device, "lab1-kill",
+                                      tracker_port=tracker.port) as server:
+        assert _rpc_processes(lab, "lab1") and _servers("lab1-kill")
+        os.kill(server.pid, signal.SIGKILL)  # no cleanup by the forwarder: the
+        while server.alive():                # device-side watchdog must do it
+            time.sleep(0.05)
+        assert _wait_gone(lab, "lab1") == []
+        deadline = time.monotonic() + 10
+        while _servers("lab1-kill") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _servers("lab1-kill") == []
 
 
-def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tracker: ServiceProcess) -> None:
     _netns_lab1(lab)
-    monkeypatch.setenv("FARM_HOME", str(tmp_path))
-    start_tracker(port=free_port())
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    # this tree's farm first; the rest of the path as the suite set it (conftest.py)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
     cli = subprocess.Popen([sys.executable, "-m", "farm.cli.main", "--inventory",
                             str(lab.inventory_path), "deploy", "--rpc-server", "--key",
                             "lab1-cli", "--device", "lab1"],
@@ -143,8 +160,8 @@ def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tmp_path: Path,
                     break
                 said += chunk.decode(errors="replace")
         assert "Ctrl-C stops" in " ".join(said.split()), said
-        servers = tracker_status()["servers"]
-        assert [s["key"] for s in servers] == ["lab1-cli"], said
+        servers = _servers("lab1-cli")
+        assert len(servers) == 1, said
         port = int(servers[0]["addr"].rsplit(":", 1)[1])
         assert _listeners(lab, "lab1", port) == [f"127.0.0.1:{port}"]
         cli.send_signal(signal.SIGINT)
@@ -154,27 +171,20 @@ def test_deploy_rpc_server_cli_runs_until_ctrl_c(lab, tmp_path: Path,
         if cli.poll() is None:
             cli.kill()
             cli.wait()
-        stop_tracker()
 
 
-def test_a_device_python_without_tvm_is_a_clear_error(lab, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_device_python_without_tvm_is_a_clear_error(lab, tracker: ServiceProcess) -> None:
     import dataclasses
 
     from farm.errors import TransportError
 
     _netns_lab1(lab)
-    monkeypatch.setenv("FARM_HOME", str(tmp_path))
     device = dataclasses.replace(load_inventory(str(lab.inventory_path)).get("lab1"),
                                  python="/usr/bin/python3")
-    tracker = start_tracker(port=free_port())
-    try:
-        with pytest.raises(TransportError, match=r"lab1.*exited.*No module named 'tvm'"), \
-                forwarded_rpc_server_process(device, "lab1-none", tracker_port=tracker.port):
-            pass
-        assert tracker_status()["servers"] == []
-    finally:
-        stop_tracker()
+    with pytest.raises(TransportError, match=r"lab1.*exited.*No module named 'tvm'"), \
+            forwarded_rpc_server_process(device, "lab1-none", tracker_port=tracker.port):
+        pass
+    assert _servers("lab1-none") == []
 
 
 def test_detached_rpc_server_lives_until_tracker_stop(lab, tmp_path: Path,
@@ -207,8 +217,8 @@ def test_detached_rpc_server_lives_until_tracker_stop(lab, tmp_path: Path,
 
 
 def test_remote_tuning_measures_on_lab1_through_the_tracker(lab, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch
-                                                            ) -> None:
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            tracker: ServiceProcess) -> None:
     """`farm tune` for a tvm-rpc device: MetaSchedule's candidates are built here and measured
     on the device's RPC server (lab1, reached only through the SSH forwards)."""
     import json as json_mod
@@ -216,14 +226,12 @@ def test_remote_tuning_measures_on_lab1_through_the_tracker(lab, tmp_path: Path,
     from farm.build.tvm import tune_tvm
 
     _netns_lab1(lab)
-    monkeypatch.setenv("FARM_HOME", str(tmp_path))
+    monkeypatch.setenv("FARM_HOME", str(tmp_path))  # its tuning database: the test's own
     model = tmp_path / "tiny.onnx"
     onnx.save(build_encoder(PRESETS["tiny"]), str(model))
     lab1 = load_inventory(str(lab.inventory_path)).get("lab1")
-    tracker = start_tracker(port=free_port())
-    try:
-        inventory = tmp_path / "devices.yaml"
-        inventory.write_text(f"""\
+    inventory = tmp_path / "devices.yaml"
+    inventory.write_text(f"""\
 version: 1
 devices:
   - name: lab1-rpc
@@ -235,15 +243,13 @@ devices:
     tracker_host: 127.0.0.1
     tracker_port: {tracker.port}
 """)
-        device = load_inventory(str(inventory)).get("lab1-rpc")
-        with forwarded_rpc_server_process(lab1, "lab1-tune", tracker_port=tracker.port):
-            result = tune_tvm(model, device, trials=4, batch=4, ops=("matmul1",))
-        assert result.measured == 4 and set(result.seeded) == set(result.tasks)
-        records = [json_mod.loads(line) for line in
-                   (result.database / "database_tuning_record.json").read_text().splitlines()]
-        # every stored record carries real run times from the device (errors are not stored)
-        run_secs = [float(s) for r in records for s in r[1][1]]
-        assert run_secs and all(0 < s < 1 for s in run_secs)
-    finally:
-        stop_tracker()
+    device = load_inventory(str(inventory)).get("lab1-rpc")
+    with forwarded_rpc_server_process(lab1, "lab1-tune", tracker_port=tracker.port):
+        result = tune_tvm(model, device, trials=4, batch=4, ops=("matmul1",))
+    assert result.measured == 4 and set(result.seeded) == set(result.tasks)
+    records = [json_mod.loads(line) for line in
+               (result.database / "database_tuning_record.json").read_text().splitlines()]
+    # every stored record carries real run times from the device (errors are not stored)
+    run_secs = [float(s) for r in records for s in r[1][1]]
+    assert run_secs and all(0 < s < 1 for s in run_secs)
     assert _wait_gone(lab, "lab1") == []

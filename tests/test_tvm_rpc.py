@@ -166,14 +166,14 @@ def test_two_runs_in_one_session(tracker, tiny_lib) -> None:
             np.testing.assert_allclose(run.outputs[0], expected, atol=1e-4, rtol=1e-3)
 
 
-def test_a_started_server_stays_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_started_server_stays_listed(tracker, monkeypatch: pytest.MonkeyPatch) -> None:
     """Readiness must not be probed by a bare TCP connect: a TVM server treats a connection
     without RPC magic as a broken link, drops its tracker registration and re-registers, so a
-    `status` right after `serve` could list nothing (a CI failure of session 1)."""
+    `status` right after `serve` could list nothing (a CI failure of session 1). The module's
+    tracker serves (a tracker start of its own costs two TVM imports)."""
     import farm.rpc.procs as procs
 
-    monkeypatch.setenv("FARM_HOME", str(tmp_path))
-    state = start_tracker(port=free_port())
+    state, _ = tracker
     probed: list[int] = []
     real_port_open = procs.port_open
 
@@ -182,8 +182,8 @@ def test_a_started_server_stays_listed(tmp_path: Path, monkeypatch: pytest.Monke
         return real_port_open(host, port)
 
     monkeypatch.setattr(procs, "port_open", spying_port_open)
+    server = start_rpc_server("steady", tracker_port=state.port)
     try:
-        server = start_rpc_server("steady", tracker_port=state.port)
         assert server.port not in probed  # the window is milliseconds: sampling alone misses it
         listed = []
         deadline = time.monotonic() + 4  # two of the server's 2 s tracker ping periods
@@ -193,4 +193,4 @@ def test_a_started_server_stays_listed(tmp_path: Path, monkeypatch: pytest.Monke
             time.sleep(0.05)
         assert all(listed), f"unlisted in {listed.count(False)} of {len(listed)} samples"
     finally:
-        stop_tracker()
+        server.stop()

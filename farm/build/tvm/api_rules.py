@@ -184,6 +184,27 @@ class CpuMatmul(CPUScheduleRule):
 
 
 @T.prim_func(s_tir=True)
+def _vnni_16x4_desc(
+    A: T.Buffer((4,), "uint8", offset_factor=1),
+    B: T.Buffer((16, 4), "int8", offset_factor=1),
+    C: T.Buffer((16,), "int32", offset_factor=1),
+) -> None:
+    """TVM's `dot_product_16x4_u8i8i32_desc` (tvm/s_tir/tensor_intrin/x86.py), written here:
+    importing it runs `tvm.s_tir.tensor_intrin`'s `__init__`, which parses every target's
+    intrinsics (CUDA, Hexagon, ...) with a TVMScript parser that calls `inspect.stack()` per
+    function: 50-100 s of CPU in each process's first build (more with many modules
+    loaded), for one 16x4 dot product."""
+    with T.sblock("root"):
+        T.reads(C[0:16], A[0:4], B[0:16, 0:4])
+        T.writes(C[0:16])
+        for i in T.serial(0, 16):
+            for k in T.serial(0, 4):
+                with T.sblock("update"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+
+@T.prim_func(s_tir=True)
 def _vnni_16x4_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
     """TVM's `dot_16x4_vnni` body with the operand types of LLVM >= 20's vpdpbusd
     (<64 x i8> sources): TVM 0.27 still passes <16 x i32> and its bundled LLVM 22 rejects
@@ -207,12 +228,13 @@ def _register_vnni() -> str:
     """Name of the 16x4 u8 x s8 VNNI intrinsic for the LLVM TVM was built with (registered
     on first use; schedules and MetaSchedule traces refer to it by name)."""
     from tvm.s_tir import TensorIntrin
-    from tvm.s_tir.tensor_intrin.x86 import VNNI_DOT_16x4_INTRIN, dot_product_16x4_u8i8i32_desc
     from tvm.target.codegen import llvm_version_major
     if llvm_version_major() < 20:
+        # TVM's own intrinsic is right for these LLVMs (registered by its module's import)
+        from tvm.s_tir.tensor_intrin.x86 import VNNI_DOT_16x4_INTRIN
         return VNNI_DOT_16x4_INTRIN
     if TensorIntrin.get(VNNI_INTRIN, allow_missing=True) is None:
-        TensorIntrin.register(VNNI_INTRIN, dot_product_16x4_u8i8i32_desc, _vnni_16x4_impl)
+        TensorIntrin.register(VNNI_INTRIN, _vnni_16x4_desc, _vnni_16x4_impl)
     return VNNI_INTRIN
 
 

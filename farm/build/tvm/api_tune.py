@@ -43,6 +43,35 @@ def _build_without_intrinsics(mod: Any, target: Any, _params: Any) -> Any:
     return tvm.compile(mod, target=target)
 
 
+# Files of frames that are no module's: importlib's frozen bootstrap and the code TVMScript's
+# evaluator compiles (see _tensor_intrinsics_imported)
+_MODULELESS_FILES = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>",
+                     "<ast>")
+
+
+def _tensor_intrinsics_imported() -> None:
+    """`import tvm.s_tir.tensor_intrin` (MetaSchedule's TuneContext does it on creation) in
+    seconds instead of 50-170 s. That package parses ~500 TVMScript functions and the parser
+    calls `inspect.stack()` for each; for a frame whose file exists nowhere (the frozen import
+    machinery, `<ast>`) `inspect.getmodule` rescans every loaded module, thousands in a
+    process that also imported ORT, onnxscript or torch. Those files belong to no module, so
+    naming them in inspect's file -> module cache (under a name no module has) gives the
+    same answer, None, without the scan; the entries are removed afterwards."""
+    import inspect
+    import sys
+
+    if "tvm.s_tir.tensor_intrin" in sys.modules:
+        return
+    added = [f for f in _MODULELESS_FILES if f not in inspect.modulesbyfile]
+    for name in added:
+        inspect.modulesbyfile[name] = "<no module>"
+    try:
+        import tvm.s_tir.tensor_intrin  # noqa: F401
+    finally:
+        for name in added:
+            inspect.modulesbyfile.pop(name, None)
+
+
 def _sibling_key(name: str, func: Any) -> tuple[Any, ...]:
     """Kernels equal but for literals: the name without its numbering plus the parameters'
     shapes and dtypes. int8-dynamic MobileBERT has 363 matmul tasks (each layer's weight
@@ -147,6 +176,8 @@ def tune_model(mod: Any, target: Any, work_dir: Path, *, trials: int, batch: int
     _tvm()
     from tvm.ir.utils import derived_object  # moved out of meta_schedule.utils
     from tvm.s_tir import meta_schedule as ms
+
+    _tensor_intrinsics_imported()
 
     # MetaSchedule's console handler takes the level set beforehand: keep the console to
     # warnings (the progress callback reports), the full log still goes to work_dir/logs
