@@ -24,16 +24,11 @@ from farm.results.store import ResultStore
 from farm.rpc import start_rpc_server, start_tracker, stop_tracker, tracker_status
 from farm.rpc.procs import free_port, group_alive
 
+# one FARM_HOME for the module (conftest's farm_home): the second test reuses the first
+# one's TVM builds
+pytestmark = pytest.mark.usefixtures("farm_home")
+
 FAST = Policy(warmup_runs=2, warmup_min_s=0.05, min_runs=20, min_time_s=0.2, max_time_s=2.0)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def farm_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One home for the module: the second test reuses the first one's TVM builds."""
-    home = tmp_path_factory.mktemp("farm_home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FARM_HOME", str(home))
-        yield home
 
 
 @pytest.fixture(scope="module")

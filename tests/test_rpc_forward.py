@@ -37,16 +37,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.tvm, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The module's FARM_HOME: the shared tracker's state lives there."""
-    path = tmp_path_factory.mktemp("rpc-forward-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FARM_HOME", str(path))
-        yield path
-
-
-@pytest.fixture(scope="module")
-def tracker(home: Path) -> Iterator[ServiceProcess]:
+def tracker(farm_home: Path) -> Iterator[ServiceProcess]:
+    """One tracker for the module; its state lives in the module's FARM_HOME (conftest)."""
     state = start_tracker(port=free_port())
     try:
         yield state
