@@ -36,6 +36,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from farm.build.models.frontend.graph import Graph
+
 QUANTIZE, DEQUANTIZE = "QuantizeLinear", "DequantizeLinear"
 _INT_ATTRS = ("axis", "block_size", "output_dtype", "saturate")
 
@@ -59,25 +61,13 @@ def _attrs(node: onnx.NodeProto) -> dict[str, int]:
     return {a.name: int(a.i) for a in node.attribute if a.name in _INT_ATTRS}
 
 
-class _Graph:
-    """Lookups over one graph: constants by name, the producer of each value."""
-
-    def __init__(self, graph: onnx.GraphProto) -> None:
-        self.graph = graph
-        self.consts = {t.name: t for t in graph.initializer}
-        self.producer = {o: n for n in graph.node for o in n.output}
-
-    def const(self, name: str) -> np.ndarray | None:
-        t = self.consts.get(name)
-        return numpy_helper.to_array(t) if t is not None else None
-
-    def src(self, name: str, op: str) -> onnx.NodeProto | None:
-        node = self.producer.get(name)
-        return node if node is not None and node.op_type == op and node.domain in ("",
-                                                                             "ai.onnx") else None
+def _src(g: Graph, name: str, op: str) -> onnx.NodeProto | None:
+    """The ONNX-domain `op` node producing `name` (com.microsoft's Q/DQ take other types)."""
+    node = g.src(name, op)
+    return node if node is not None and node.domain in ("", "ai.onnx") else None
 
 
-def _scalar_params(g: _Graph, node: onnx.NodeProto) -> tuple[np.float32, np.ndarray] | None:
+def _scalar_params(g: Graph, node: onnx.NodeProto) -> tuple[np.float32, np.ndarray] | None:
     """(scale, zero point) of a per-tensor Q or DQ with constant parameters."""
     scale = g.const(node.input[1]) if len(node.input) > 1 else None
     zp_name = node.input[2] if len(node.input) > 2 else ""
@@ -91,10 +81,10 @@ def _scalar_params(g: _Graph, node: onnx.NodeProto) -> tuple[np.float32, np.ndar
     return np.float32(scale.reshape(())), zero.reshape(())
 
 
-def _activation(g: _Graph, name: str) -> _Activation | None:
+def _activation(g: Graph, name: str) -> _Activation | None:
     """The per-tensor QuantizeLinear behind the activation DequantizeLinear producing `name`."""
-    dq = g.src(name, DEQUANTIZE)
-    q = g.src(dq.input[0], QUANTIZE) if dq is not None else None
+    dq = _src(g, name, DEQUANTIZE)
+    q = _src(g, dq.input[0], QUANTIZE) if dq is not None else None
     if dq is None or q is None:
         return None
     qp, dqp = _scalar_params(g, q), _scalar_params(g, dq)
@@ -108,9 +98,9 @@ def _activation(g: _Graph, name: str) -> _Activation | None:
     return _Activation(q, qp[0], int(qp[1]), qp[1].dtype == np.int8)
 
 
-def _weight(g: _Graph, name: str) -> tuple[str, np.ndarray] | None:
+def _weight(g: Graph, name: str) -> tuple[str, np.ndarray] | None:
     """(int8 weight initializer name, fp32 scale: [] or [N]) of a DQ of a constant weight."""
-    dq = g.src(name, DEQUANTIZE)
+    dq = _src(g, name, DEQUANTIZE)
     if dq is None or dq.input[0] not in g.consts or len(dq.input) < 2:
         return None
     w, scale = g.const(dq.input[0]), g.const(dq.input[1])
@@ -135,7 +125,7 @@ def integer_matmuls(model: onnx.ModelProto) -> Rewrite | None:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
-    g = _Graph(graph)
+    g = Graph(out)
     u8_of: dict[str, tuple[str, str]] = {}  # Q output -> (uint8 activation, its zero point)
     nodes: list[onnx.NodeProto] = []
     rewritten = kept = 0
@@ -145,8 +135,8 @@ def integer_matmuls(model: onnx.ModelProto) -> Rewrite | None:
             continue
         act, weight = _activation(g, node.input[0]), _weight(g, node.input[1])
         if act is None or weight is None:
-            kept += int(g.src(node.input[0], DEQUANTIZE) is not None
-                        or g.src(node.input[1], DEQUANTIZE) is not None)
+            kept += int(_src(g, node.input[0], DEQUANTIZE) is not None
+                        or _src(g, node.input[1], DEQUANTIZE) is not None)
             nodes.append(node)
             continue
         base = node.name or node.output[0]
@@ -172,18 +162,18 @@ def integer_matmuls(model: onnx.ModelProto) -> Rewrite | None:
     return Rewrite(out, rewritten, kept)
 
 
-def _uint8_activation(g: _Graph, act: _Activation,
+def _uint8_activation(g: Graph, act: _Activation,
                       nodes: list[onnx.NodeProto]) -> tuple[str, str]:
     """(uint8 activation, its scalar zero point) for `act`: the file's own QuantizeLinear when
     it is uint8, else a uint8 one with zero point zx + 128 appended to `nodes`."""
     q = act.quantize
     zp_name = q.input[2] if len(q.input) > 2 else ""
-    if not act.signed and zp_name and list(g.consts[zp_name].dims) == []:
+    if not act.signed and zp_name and g.consts[zp_name].ndim == 0:
         return q.output[0], zp_name
     # MatMulInteger's converter takes a scalar zero point only (api._u8s8_matmul_integer)
     zero = numpy_helper.from_array(np.array(act.zero + (128 if act.signed else 0), np.uint8),
                                    f"{q.output[0]}_u8_zero_point")
-    g.graph.initializer.append(zero)
+    g.g.initializer.append(zero)
     if not act.signed:
         return q.output[0], zero.name
     x_u8 = f"{q.output[0]}_u8"
