@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.bench.accuracy import Accuracy, tolerance_for
+from farm.bench.accuracy import Accuracy, compare_outputs, tolerance_for
 
 # variant -> (min, mean) of the per-token cosine (derivation in the docstring)
 BOUNDS: dict[str, tuple[float, float]] = {"int8-dynamic": (0.70, 0.90),
@@ -86,3 +86,15 @@ def compare_quantised(candidate: Mapping[str, Any], reference: Mapping[str, Any]
                     max_abs_diff=max_abs, max_rel_diff=None, worst_output=worst,
                     reference=reference_label, detail=detail, cosine=worst_min,
                     rule=f"quantized-same-file: {STATISTIC} min/mean")
+
+
+def judge_against_reference(outputs: Mapping[str, Any], reference: Mapping[str, Any],
+                            variant: str, *, same_file: bool, reference_label: str) -> Accuracy:
+    """A route's validity, from the reference alone: a quantized model against ORT's run of
+    the same pre-quantised file by the per-token cosine rule above, anything else by
+    `compare_outputs` against fp32 (element-wise for fp32, whole-tensor for a quantized
+    variant of an fp32 reference)."""
+    if same_file and variant != "fp32":
+        return compare_quantised(outputs, reference, variant, reference_label=reference_label)
+    return compare_outputs(outputs, reference, variant, reference=reference_label,
+                           against_fp32=True)

@@ -17,7 +17,7 @@ from farm.bench.accuracy import compare_outputs
 from farm.bench.backend import Emit
 from farm.bench.config import BenchConfig, base_route, fusion_flags, route_key_of
 from farm.bench.prepare import Prepared
-from farm.bench.quant_rule import compare_quantised
+from farm.bench.quant_rule import judge_against_reference
 from farm.bench.records import RouteOutcome, make_record
 from farm.bench.routes import RoutePlan
 from farm.errors import FarmError
@@ -61,12 +61,9 @@ class Recorder:
         # ran in. A quantized model is held to a whole-tensor bound against fp32, or to the
         # per-token cosine rule against ORT's run of the same pre-quantised file
         # (farm/bench/quant_rule.py)
-        if p.extra.get("reference_kind") == "same-file" and self.config.variant != "fp32":
-            ref = compare_quantised(outputs, p.reference, self.config.variant,
-                                    reference_label=p.reference_label)
-        else:
-            ref = compare_outputs(outputs, p.reference, self.config.variant,
-                                  reference=p.reference_label, against_fp32=True)
+        ref = judge_against_reference(outputs, p.reference, self.config.variant,
+                                      same_file=p.extra.get("reference_kind") == "same-file",
+                                      reference_label=p.reference_label)
         accuracy: dict[str, Any] = {**ref.as_json(), "cross_routes": []}
         problems = [] if ref.ok else [f"outputs differ from {p.reference_label}: {ref.detail}"
                                       f" (max abs diff {ref.max_abs_diff})"]

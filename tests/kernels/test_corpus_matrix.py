@@ -16,8 +16,7 @@ import onnx
 import pytest
 from fkhelpers import run_exec
 
-from farm.bench.accuracy import compare_outputs
-from farm.bench.quant_rule import compare_quantised
+from farm.bench.quant_rule import judge_against_reference
 from farm.build.custom import compile_plan
 from farm.build.models import ftns_module, make_inputs
 from farm.build.models.corpus import corpus_model, names
@@ -41,10 +40,8 @@ def _judge(model: Path, src: Path, got: dict[str, np.ndarray]) -> None:
     feeds = make_inputs(model, 0)
     want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds), strict=True))
     variant = detect_quantisation(onnx.load(str(src), load_external_data=False))
-    if variant == "fp32":
-        acc = compare_outputs(got, want, "fp32")
-    else:
-        acc = compare_quantised(got, want, variant, reference_label="ort on the same file")
+    acc = judge_against_reference(got, want, variant, same_file=True,
+                                  reference_label="ort on the same file")
     assert acc.ok, f"{src.name} ({variant}): {acc.detail}"
 
 
