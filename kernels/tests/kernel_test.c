@@ -289,6 +289,12 @@ static void test_gemm(const fk_kernels *k) {
         for (int l = 2; l < NLENS; l += 3) gemm_case(k, kind, MS[l % NMS], LENS[l], kind == 2 ? 64 : 33, FK_EPI_BIAS_RES);
         gemm_case(k, kind, 33, 70, kind == 2 ? 288 : 300, FK_EPI_BIAS_RES);
         gemm_case(k, kind, 47, 83, kind == 2 ? 96 : 65, FK_EPI_BIAS_RES);
+        /* Several K blocks where the fp32 GEMM blocks K by up to 1024 (x86): three equal blocks
+         * of 700 (704 for q4), partial C tiles stored and re-read, every epilogue on the last */
+        static const int EPIS[] = {FK_EPI_NONE, FK_EPI_BIAS, FK_EPI_BIAS_GELU, FK_EPI_BIAS_RELU,
+                                   FK_EPI_BIAS_GELU_TANH, FK_EPI_BIAS_GELU_TAB, FK_EPI_BIAS_RES};
+        for (int e = 0; e < (int)(sizeof EPIS / sizeof EPIS[0]); e++)
+            gemm_case(k, kind, e % 2 ? 33 : 16, e % 3 ? 70 : 64, kind == 2 ? 2112 : 2100, EPIS[e]);
         end();
     }
 }

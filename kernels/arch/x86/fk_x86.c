@@ -26,6 +26,13 @@ static inline float hmax256_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* K in blocks of up to 1024 (equal ones), not 256: each block's partial C tiles are stored and
+ * re-read, and a 256-k block of a 2-panel tile (32 KB of weights, all of a Zen 4 L1) was not
+ * kept in L1 anyway while A's rows streamed through. AVX-512, BERT's K = 384 and 1536 GEMMs on
+ * cold weights: 103-105 -> 109-112 GFLOP/s; bench-size encoders end to end 2-6 % faster at 1
+ * thread and ~10 % at 2, and ~9 % with the AVX2 table (measured interleaved, 2026-12-06).
+ * The arm build keeps the common default (not measured on a real arm core). */
+#define FK_KC 1024
 #if defined(__AVX512F__)
 #define VL 16
 /* 8 x 32 fp32 tile (16 zmm accumulators): as fast per flop as 12 x 32 here (FMA-bound
