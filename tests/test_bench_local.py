@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -53,9 +54,12 @@ def agents_running(workdir: str) -> list[int]:
     return found
 
 
-def test_bench_ort_on_local(tmp_path: Path) -> None:
+def test_bench_ort_on_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dev = device(tmp_path)
     events: list[dict[str, Any]] = []
+    host_tmp = tmp_path / "host-tmp"  # where the bench's host-side copies of outputs go
+    host_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(host_tmp))
     config = BenchConfig(routes=("ort", "custom"), policy=FAST, pause_s=0.0, profile_runs=1)
     with ResultStore(tmp_path / "r.sqlite") as store:
         result = run_bench([dev], config, store, "test", emit=events.append)
@@ -81,6 +85,8 @@ def test_bench_ort_on_local(tmp_path: Path) -> None:
     assert kinds[0] == "phase" and kinds[-1] == "device_done"
     assert "samples" in kinds and "route_done" in kinds
     assert not agents_running(dev.workdir)
+    # outputs were fetched into the host's temp dir to be checked; nothing of it stays
+    assert not list(host_tmp.glob(f"farm-{dev.name}-*"))
 
 
 def test_device_failing_mid_run_fails_alone(tmp_path: Path) -> None:
