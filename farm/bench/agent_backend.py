@@ -51,7 +51,7 @@ class AgentBackend:
         self.hello: dict[str, Any] | None = None
         self.plans: dict[str, RoutePlan] = {}
         self._lease: DeviceLease | None = None
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"farm-{device.name}-"))
+        self._tmp: Path | None = None  # made by the first outputs(), removed by close()
 
     def unavailable(self, route_keys: list[str]) -> dict[str, str]:
         return {}  # the agent's hello says, after start()
@@ -145,6 +145,8 @@ class AgentBackend:
             raise OutputsUnavailable("the route reported no outputs, so its results cannot "
                                      "be trusted")
         assert self.transport is not None
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix=f"farm-{self.device.name}-"))
         local = self._tmp / f"{route}.ftns"
         # the device named the file (EventGuard: inside the run's output dir); the host picks
         # where it lands and how much it takes
@@ -175,4 +177,6 @@ class AgentBackend:
             self._lease = None
         # the host-side copies of the routes' outputs were checked already (and are not a
         # result): each bench left ~1 MB per device in the temp dir until this went
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
