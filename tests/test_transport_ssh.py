@@ -40,6 +40,36 @@ def test_run_quotes_hostile_arguments(lab, tmp_path):
         assert t.run(["hostname"]).stdout.strip() != subprocess.getoutput("hostname")
 
 
+def test_run_feeds_stdin_and_reads_both_streams_without_file_objects(lab, monkeypatch):
+    # run() once used SSHClient.exec_command's file objects; a ChannelStdinFile finalised by
+    # the garbage collector on paramiko's transport thread deadlocked a CI run. run() must
+    # talk to the channel itself: making any channel file object here fails the test.
+    import paramiko.channel
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError(f"run() made a {type(self).__name__}")
+
+    for cls in (paramiko.channel.ChannelFile, paramiko.channel.ChannelStdinFile,
+                paramiko.channel.ChannelStderrFile):
+        monkeypatch.setattr(cls, "__init__", refuse)
+    device = lab_device(lab)
+    payload = bytes(range(256)) * 8192  # 2 MiB: more than one window adjustment's worth
+    script = ("import sys\n"
+              "data = sys.stdin.buffer.read()\n"
+              "sys.stdout.write(data.hex())\n"
+              "sys.stderr.write('len %d' % len(data))\n"
+              "sys.exit(3)")
+    with open_transport(device) as t:
+        result = t.run([device.python, "-c", script], stdin=payload, check=False)
+        assert result.exited == 3 and not result.ok
+        assert result.stdout == payload.hex() and result.stderr == f"len {len(payload)}"
+        with pytest.raises(TransportError, match="exited 3"):
+            t.run([device.python, "-c", "import sys; sys.exit(3)"])
+        with pytest.raises(TransportError, match=r"(?i)timeout"):
+            t.run(["sleep", "30"], timeout=1.0)
+        assert t.run(["echo", "still usable"]).stdout == "still usable\n"
+
+
 def test_stream_lines_and_files(lab, tmp_path):
     device = lab_device(lab)
     with open_transport(device) as t:

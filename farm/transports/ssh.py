@@ -214,13 +214,25 @@ class SSHTransport(Transport):
             env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> RunResult:
         line = command_line(argv, env)
         try:
-            chan_in, chan_out, chan_err = self.client().exec_command(line, timeout=timeout)
-            if stdin is not None:
-                chan_in.write(stdin)
-            chan_in.channel.shutdown_write()
-            out = chan_out.read().decode(errors="replace")
-            err = chan_err.read().decode(errors="replace")
-            status = chan_out.channel.recv_exit_status()
+            transport = self.client().get_transport()
+            assert transport is not None
+            # the channel itself, not SSHClient.exec_command's three file objects: those
+            # were left to the garbage collector, and a ChannelStdinFile finalised by a
+            # collection that runs on paramiko's transport thread while it holds the
+            # channel's lock calls shutdown_write() and waits on that lock forever (paramiko
+            # 5.1.0; CI hung in Transport.open_session once, py-spy showed both stacks)
+            channel = transport.open_session(timeout=timeout)
+            try:
+                channel.settimeout(timeout)
+                channel.exec_command(line)
+                if stdin is not None:
+                    channel.sendall(stdin)
+                channel.shutdown_write()
+                out = _drain(channel.recv).decode(errors="replace")
+                err = _drain(channel.recv_stderr).decode(errors="replace")
+                status = channel.recv_exit_status()
+            finally:
+                channel.close()
         except (OSError, EOFError, paramiko.SSHException, TimeoutError) as exc:
             raise TransportError(f"running {argv[0]!r} failed: {type(exc).__name__}: {exc}",
                                  device=self.device.name) from None
@@ -275,6 +287,14 @@ class SSHTransport(Transport):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _drain(receive: Callable[[int], bytes]) -> bytes:
+    """Everything a channel stream sends until its end (b"" from recv once EOF came)."""
+    chunks = []
+    while chunk := receive(1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _fast_transport(sock: socket.socket, **kwargs: object) -> paramiko.Transport:
