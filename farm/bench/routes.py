@@ -18,11 +18,10 @@ from farm.bench.config import base_route, is_unfused
 from farm.bench.model_front import build_path, front_flags
 from farm.bench.prepare import Prepared
 from farm.build.routes import PlanInput, RoutePlan, route
-from farm.build.routes.tvm import original_build_s, tvm_facts, weight_bytes
+from farm.build.routes.tvm import original_build_s, tvm_facts
 from farm.inventory.device import Device
 
-__all__ = ["BUILD_LOCK", "RoutePlan", "original_build_s", "plan_route", "tvm_facts",
-           "weight_bytes"]
+__all__ = ["BUILD_LOCK", "RoutePlan", "original_build_s", "plan_route", "tvm_facts"]
 
 BUILD_LOCK = threading.Lock()
 

@@ -138,7 +138,7 @@ def _plan(run: RpcBackend, route: str) -> RoutePlan:
 
     with BUILD_LOCK:  # the agent path's lock: same-target devices share cache entries
         art = build_tvm(run.prepared.model.path, run.device, fusion=not is_unfused(route))
-    flags, sizes = tvm_facts(art, run.prepared.model.path)
+    flags, sizes = tvm_facts(art)
     flags.update({"rpc": True, "number": NUMBER, "tracker_key": run.device.key,
                   "timer": "time_evaluator on the device",
                   "device_state": "no device state over TVM RPC"})

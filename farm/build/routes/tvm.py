@@ -14,15 +14,6 @@ from farm.build.routes.spec import PlanInput, Progress, Route, RoutePlan
 from farm.inventory.device import Device
 
 
-def weight_bytes(model_path: Path) -> int:
-    """Bytes of the model's initializers (its weights), as stored in the ONNX file."""
-    import onnx
-
-    model = onnx.load(str(model_path), load_external_data=False)
-    return sum(len(t.raw_data) or onnx.numpy_helper.to_array(t).nbytes
-               for t in model.graph.initializer)
-
-
 def original_build_s(art: Any) -> float:
     """What the artifact cost to build, also when this bench found it in the cache."""
     if art.cached and art.meta_path is not None:
@@ -30,15 +21,20 @@ def original_build_s(art: Any) -> float:
     return float(art.build_s)
 
 
-def tvm_facts(art: Any, model_path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+def tvm_facts(art: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """(build_flags, {code, weights} bytes) of a TVM library, for the agent and RPC paths."""
-    # Relax binds the weights as constants inside the library: split its size honestly
-    weights = min(weight_bytes(model_path), art.size_bytes)
+    # Relax binds the weights as constants inside the library, in the form TVM keeps them
+    # (a 4-bit file's weights dequantised to fp32): read the split from the library's
+    # sections, not from the ONNX file's initializers (which gave code 0 KiB on most fp32
+    # builds and fp32-sized "code" on 4-bit ones)
+    from farm.build.tvm.elf_sizes import code_and_constants
+
+    code, weights = code_and_constants(Path(art.path))
     flags = {"tvm_key": art.key[:12], "target": art.target,
              "schedule_counts": art.schedule_counts,
              "unscheduled_count": art.unscheduled_count, "tvm_rewrites": art.rewrites,
              "build_s": original_build_s(art), "build_cached": art.cached}
-    return flags, {"code": art.size_bytes - weights, "weights": weights}
+    return flags, {"code": code, "weights": weights}
 
 
 def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
@@ -55,7 +51,7 @@ def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
     bundle = build_runner(device.arch)
     items += [make_artifact("runner", f, f"runners/tvm-{device.arch}", target=device.arch,
                             content_name=False) for f in (bundle.binary, *bundle.libs)]
-    flags, sizes = tvm_facts(art, given.model_path)
+    flags, sizes = tvm_facts(art)
     runtime = sum(f.stat().st_size for f in (bundle.binary, *bundle.libs))
     return RoutePlan("tvm", lib.remote, tuple(items), build_flags=flags,
                      sizes={"runtime": runtime, **sizes})
