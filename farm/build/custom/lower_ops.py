@@ -317,6 +317,10 @@ def op_Reshape(self: Lowerer, node: NodeProto, ins: list[Any]) -> Any:
     if isinstance(x, ACTIVATIONS):
         v = self.act(x)
         cols = self.ir.cols[v]
+        if len(dims) == 4 and (dims[2] == -1) != (dims[3] == -1) and max(dims[2:]) > 0 \
+                and cols % max(dims[2:]) == 0:
+            # transformers 5.x writes the head split as view(B, S, -1, head_dim)
+            dims[dims.index(-1, 2)] = cols // max(dims[2:])
         if len(dims) == 4 and dims[2] > 0 and dims[3] > 0 and dims[2] * dims[3] == cols:
             return Split(v, dims[2], dims[3])
         if dims and dims[-1] == cols:

@@ -12,8 +12,9 @@ Steps, in order (each says why it is where it is):
    (constant folding incl. the Shape/Gather/Concat chains of dynamic exports, dead code):
    the maintained generic pass, chosen over onnxslim/onnxsim (docs/real-models.md);
 6. encoder rewrites needing folded constants (and, for SDPA's 3-D Kᵀ, onnxscript's inferred
-   shapes): Gemm -> MatMul+Add, Where masks -> additive, query scale moved after Q·Kᵀ,
-   Transposes merged; then onnxscript once more;
+   shapes): Gemm -> MatMul+Add, Where masks (also transformers 5.x's masking_utils ones)
+   -> additive, query scale moved after Q·Kᵀ, Transposes merged, no-op Reshapes dropped;
+   then onnxscript once more;
 7. ONNX shape inference; tensors whose shape is still unknown are reported (`symbolic`).
 `canonicalize(src, spec, out_dir)` caches the result by (source sha256, shapes, front-end code).
 """
@@ -130,12 +131,21 @@ def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec, *,
     counts["query_scale"] = rewrite.move_query_scale(g)
     counts["transpose_3d"] = rewrite.fold_3d_transpose(g)
     counts["transposes"] = rewrite.fuse_transposes(g)
+    counts["keep_mask"] = rewrite.keep_mask_to_additive(g)  # reads shapes an Expand's drop loses
     counts["sdpa_mask"] = rewrite.sdpa_mask_to_additive(g)
     if dequantize:
         counts["dequantize:MatMulNBits"] = rewrite.dequantize_nbits(g)
     g.commit()
     del m.graph.value_info[:]  # shapes inferred before the rewrites (e.g. a dropped Expand)
     m = _onnxscript(m)
+    # no-op Reshapes are seen only now: downstream of a mask that was Expanded to a computed
+    # shape, nothing had a static shape before the mask rewrites
+    g = graph.Graph(m)
+    counts["noop_reshape"] = rewrite.drop_noop_reshapes(g)
+    if counts["noop_reshape"]:
+        g.commit()
+        del m.graph.value_info[:]
+        m = _onnxscript(m)
     try:
         m = onnx.shape_inference.infer_shapes(m, data_prop=True)
     except Exception as exc:

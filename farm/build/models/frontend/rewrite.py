@@ -14,6 +14,10 @@ onnxsim fuses these; see docs/real-models.md).
 - `fold_3d_transpose`, `fuse_transposes`, `sdpa_mask_to_additive`: the dynamo/SDPA pattern
   (Kᵀ as a Reshape-Transpose-Reshape through 3-D, then two Transposes; the mask Expanded to
   [B,1,S,S] and applied by `Where(Cast(inv, bool))`).
+- `keep_mask_to_additive`: transformers 5.x's masking_utils mask (a boolean keep mask read
+  by a constant-index GatherND, And-ed with an all-true constant, `Where(keep, 0, min)`)
+  -> the additive mask, and the SDPA softmax's `Where(IsNaN(p), 0, p)` guard dropped;
+  `drop_noop_reshapes`: a Reshape to the shape its input already has.
 """
 
 from __future__ import annotations
@@ -306,6 +310,140 @@ def sdpa_mask_to_additive(g: Graph) -> int:
         g.kill(w)
         g.add("Mul", [w.input[2], g.add_const("mask_neg", np.array(MASK_NEG, np.float32))],
               [w.output[0]], name=w.name.rsplit("/", 1)[0] + "/mask_Mul")
+        done += 1
+    return done
+
+
+def _keep_mask_source(g: Graph, name: str) -> tuple[str, list[int]] | None:
+    """(graph input, 4-D shape) when `name` is that input's padding mask as a boolean "keep"
+    mask: walked back through ops that only broadcast it (Expand, And with an all-true
+    constant, Identity) or read it in order (Reshape, Unsqueeze, a Gather or GatherND whose
+    constant indices read every element in order) to `Cast(input, bool)`. The shape is the
+    one nearest `name` with only broadcasts after it, so its axes are the mask's.
+    transformers 5.x's masking_utils writes this with vmap'd index functions (GatherND in
+    dynamo files, Flatten + Gather in TorchScript ones); with the shapes bound, it is the
+    [B,1,1,S] mask broadcast to [B,1,S,S]."""
+    inputs = {i.name for i in g.g.input}
+    cur, dims = name, None
+    node = g.producer.get(cur)
+    while node is not None and id(node) not in g.dead:
+        op, nxt = node.op_type, node.input[0] if node.input else ""
+        if dims is None:
+            dims = _static_shape(g, cur)
+            if dims is not None and len(dims) != 4:
+                return None
+            if dims is None and op not in ("Expand", "And", "Identity"):
+                return None  # a re-layout whose result's axes are unknown
+        if op == "Cast":
+            ok = attr(node, "to") == TensorProto.BOOL and nxt in inputs and dims is not None
+            return (nxt, dims) if ok else None
+        if op == "And":
+            nxt = next((b for a, b in (node.input, node.input[::-1]) if _all_true(g, a)), "")
+        elif op == "Gather":  # TorchScript's form of the GatherND below, on the flat mask
+            idx, shape = g.const(node.input[1]), _static_shape(g, nxt)
+            if idx is None or shape is None or attr(node, "axis", 0) != 0 \
+                    or any(d != 1 for d in shape[1:]) \
+                    or not np.array_equal(idx.reshape(-1), np.arange(shape[0])):
+                return None
+        elif op == "GatherND":
+            idx, shape = g.const(node.input[1]), _static_shape(g, nxt)
+            if idx is None or shape is None or attr(node, "batch_dims", 0) != 0 \
+                    or idx.shape[-1] != len(shape) or idx.size // len(shape) != np.prod(shape):
+                return None
+            flat = np.ravel_multi_index(tuple(idx.reshape(-1, len(shape)).T), shape,
+                                        mode="clip")
+            if not np.array_equal(flat, np.arange(flat.size)):
+                return None
+        elif op not in ("Expand", "Unsqueeze", "Reshape", "Identity"):
+            return None
+        cur = nxt
+        node = g.producer.get(cur)
+    return None
+
+
+def _all_true(g: Graph, name: str) -> bool:
+    """`name` is a boolean tensor of constants that are all true (also when TorchScript left it
+    as ConstantOfShape / And / Expand of constants)."""
+    c = g.const(name)
+    if c is not None:
+        return c.dtype == bool and bool(c.all())
+    node = g.producer.get(name)
+    if node is None or id(node) in g.dead:
+        return False
+    if node.op_type == "ConstantOfShape":
+        value = attr(node, "value")
+        return g.const(node.input[0]) is not None and value is not None \
+            and onnx.numpy_helper.to_array(value).dtype == bool \
+            and bool(onnx.numpy_helper.to_array(value).all())
+    if node.op_type == "And":
+        return all(_all_true(g, i) for i in node.input)
+    if node.op_type == "Expand":
+        return _all_true(g, node.input[0]) and g.const(node.input[1]) is not None
+    return False
+
+
+def keep_mask_to_additive(g: Graph) -> int:
+    """transformers 5.x's bidirectional mask: `Where(keep, 0, min)` of a boolean keep mask
+    built by masking_utils (see `_keep_mask_source`) -> the additive `(1 - mask) * NEG` on
+    the [B,1,1,S] mask, as the 4.x exports write it. torch's SDPA decomposition then guards
+    the softmax, `Where(IsNaN(p), 0, p)`, for rows where every score was -inf: with a finite
+    NEG no row is (a fully padded row becomes uniform instead of zeros; only an all-zero
+    attention_mask has one), so the guard after a softmax of these scores goes too."""
+    done = 0
+    for w in [n for n in g.nodes if n.op_type == "Where"]:
+        keep, fill = g.scalar(w.input[1]), g.scalar(w.input[2])
+        if id(w) in g.dead or keep != 0.0 or fill is None or fill > -1e4:
+            continue
+        found = _keep_mask_source(g, w.input[0])
+        src, dims = found if found is not None else ("", [])
+        src_dims = _static_shape(g, src) if src else None
+        if src_dims is None or len(src_dims) != 2 \
+                or [dims[0], dims[1], dims[3]] != [src_dims[0], 1, src_dims[1]] \
+                or not _reaches_scores_only(g, w.output[0], set()):
+            continue
+        scope = w.name.rsplit("/", 1)[0]
+        g.kill(w)
+        g.add("Identity", [_additive_mask(g, src, scope)], [w.output[0]],
+              name=f"{scope}/mask_Identity")
+        for add in g.users(w.output[0]):
+            for sm in g.users(add.output[0]):
+                if sm.op_type == "Softmax":
+                    _drop_nan_guard(g, sm.output[0])
+        done += 1
+    return done
+
+
+def _drop_nan_guard(g: Graph, probs: str) -> None:
+    for isnan in [u for u in g.users(probs) if u.op_type == "IsNaN"]:
+        guards = g.users(isnan.output[0])
+        if not guards or any(u.op_type != "Where" or u.input[0] != isnan.output[0]
+                             or u.input[2] != probs or g.scalar(u.input[1]) != 0.0
+                             for u in guards):
+            continue
+        g.kill(isnan, *guards)
+        for guard in guards:
+            g.add("Identity", [probs], [guard.output[0]], name=guard.name)
+
+
+def drop_noop_reshapes(g: Graph) -> int:
+    """`Reshape(x, shape)` whose constant shape, its 0s and -1 resolved, is x's own static
+    shape -> Identity (transformers 5.x's TorchScript attention reshapes its [B,H,S,D]
+    context to `[B, -1, S, D]` before the Transpose back)."""
+    done = 0
+    for n in [n for n in g.nodes if n.op_type == "Reshape"]:
+        shape, dims = g.const(n.input[1]), _static_shape(g, n.input[0])
+        if shape is None or dims is None or shape.size != len(dims) or g.is_output(n.output[0]):
+            continue
+        want = [int(d) for d in shape.reshape(-1)]
+        if not attr(n, "allowzero", 0):
+            want = [dims[i] if d == 0 else d for i, d in enumerate(want)]
+        if want.count(-1) == 1:
+            rest = int(np.prod([d for d in want if d != -1]))
+            want[want.index(-1)] = int(np.prod(dims)) // rest if rest else -1
+        if want != dims:
+            continue
+        g.kill(n)
+        g.add("Identity", [n.input[0]], [n.output[0]], name=n.name)
         done += 1
     return done
 
