@@ -13,6 +13,10 @@ Tables (`Report.tables`, in order), one row per configuration (see `configs`) un
 * memory       – peak VmHWM and PSS in KiB (largest over records), and how it was read.
 * size         – runtime, code, weights and total, in KiB (bytes / 1024) from `sizes`, for
                  measured configurations; the total only when all three parts are known.
+                 Per route: ORT's weights are the model file (its library is the runtime);
+                 custom's are the plan, its runtime the executor; TVM's library splits by
+                 its ELF sections (`farm/build/tvm/elf_sizes.py`): weights are the
+                 constants Relax bound, in the form it kept them, code the rest.
 * ops          – per-op ms per inference per category (`attention`, `fc`, `layernorm`,
                  `gelu`, `other`) from `ops.categories`; profiled total; the share of the
                  end-to-end median covered by the four named categories and by all
