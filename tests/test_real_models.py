@@ -96,6 +96,28 @@ def test_pre_quantised_file_verdicts_do_not_depend_on_route_order(tmp_path: Path
     assert {s for s, _ in verdicts[0].values()} == {"ok"}, verdicts
 
 
+def test_quantize_dynamic_defaults_through_all_routes(tmp_path: Path) -> None:
+    """quantize_dynamic as a user calls it, op types unset: the embedding tables come out int8
+    too (`DequantizeLinear(Gather(table_q, ids))`), which custom refused until the front-end
+    dequantized the tables (rewrite.dequantize_gathered_tables)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from farm.build.models.corpus import corpus_model
+    from farm.build.models.frontend import canonicalize, make_spec
+
+    src = corpus_model("bert-opset14-fixed@small", tmp_path / "corpus")
+    path = tmp_path / "bert-qdynamic-defaults.onnx"
+    quantize_dynamic(src, path, weight_type=QuantType.QInt8)
+    tables = [n for n in onnx.load(str(path)).graph.node if n.op_type == "DequantizeLinear"]
+    assert len(tables) == 3, [n.name for n in tables]  # word, position, token type
+    canon = canonicalize(path, make_spec([], None, None), tmp_path / "canon")
+    assert canon.rewrites.get("dequantize:Gather") == 3, canon.rewrites
+    recs = bench(tmp_path, str(path))
+    for r in recs.values():
+        assert r["status"] == "ok", (r["route"], r["status_detail"])
+        assert r["variant"] == "int8-dynamic" and r["accuracy"]["ok"], r["accuracy"]
+
+
 def farm_cli(*args: str, env_home: Path) -> subprocess.CompletedProcess[str]:
     # this tree's farm first; the rest of the path as the suite set it (conftest.py)
     env = {**os.environ, "FARM_HOME": str(env_home),

@@ -127,6 +127,7 @@ def canonical_model(model: onnx.ModelProto, spec: shapes.ShapeSpec, *,
     m = _onnxscript(m)
     g = graph.Graph(m)
     counts["gemm"] = rewrite.gemm_to_matmul(g)
+    counts["dequantize:Gather"] = rewrite.dequantize_gathered_tables(g)
     counts["where_mask"] = rewrite.where_mask_to_additive(g)
     counts["query_scale"] = rewrite.move_query_scale(g)
     counts["transpose_3d"] = rewrite.fold_3d_transpose(g)

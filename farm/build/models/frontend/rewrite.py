@@ -18,6 +18,8 @@ onnxsim fuses these; see docs/real-models.md).
   by a constant-index GatherND, And-ed with an all-true constant, `Where(keep, 0, min)`)
   -> the additive mask, and the SDPA softmax's `Where(IsNaN(p), 0, p)` guard dropped;
   `drop_noop_reshapes`: a Reshape to the shape its input already has.
+- `dequantize_gathered_tables`: quantize_dynamic's default int8 embedding tables
+  (`DequantizeLinear(Gather(table_q, ids))`) -> an fp32 table, the same numbers.
 """
 
 from __future__ import annotations
@@ -444,6 +446,31 @@ def drop_noop_reshapes(g: Graph) -> int:
             continue
         g.kill(n)
         g.add("Identity", [n.input[0]], [n.output[0]], name=n.name)
+        done += 1
+    return done
+
+
+def dequantize_gathered_tables(g: Graph) -> int:
+    """`DequantizeLinear(Gather(table_q, ids), s, z)` with a constant int8/uint8 table and a
+    per-tensor scale -> `Gather((table_q - z) * s, ids)`: quantize_dynamic's default
+    (op_types_to_quantize unset) quantizes the embedding tables too. Dequantizing elementwise
+    commutes with the lookup, so the result is the same numbers; TVM and custom then read an
+    fp32 table (the lookup is a copy of S rows: nothing to gain from int8 there)."""
+    done = 0
+    for dq in [n for n in g.nodes if n.op_type == "DequantizeLinear"]:
+        gather = g.src(dq.input[0], "Gather")
+        table = None if gather is None else g.const(gather.input[0])
+        scale = g.const(dq.input[1])
+        zero = g.const(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else np.zeros((), np.int8)
+        if gather is None or table is None or table.dtype not in (np.int8, np.uint8) \
+                or scale is None or scale.size != 1 or zero.size != 1 \
+                or len(g.users(gather.output[0])) != 1:
+            continue
+        fp32 = ((table.astype(np.float32) - np.float32(zero.reshape(-1)[0]))
+                * np.float32(scale.reshape(-1)[0])).astype(np.float32)
+        g.kill(dq, gather)
+        g.add("Gather", [g.add_const(f"{gather.input[0]}.dequantized", fp32), gather.input[1]],
+              [dq.output[0]], name=gather.name, axis=int(attr(gather, "axis", 0)))
         done += 1
     return done
 
