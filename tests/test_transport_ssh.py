@@ -67,6 +67,9 @@ def test_run_feeds_stdin_and_reads_both_streams_without_file_objects(lab, monkey
             t.run([device.python, "-c", "import sys; sys.exit(3)"])
         with pytest.raises(TransportError, match=r"(?i)timeout"):
             t.run(["sleep", "30"], timeout=1.0)
+        # output closed at once, the command runs on: the exit status is waited for too
+        with pytest.raises(TransportError, match=r"no exit status within 1\.0 s"):
+            t.run(["sh", "-c", "exec >&- 2>&-; sleep 30"], timeout=1.0)
         assert t.run(["echo", "still usable"]).stdout == "still usable\n"
 
 

@@ -230,6 +230,9 @@ class SSHTransport(Transport):
                 channel.shutdown_write()
                 out = _drain(channel.recv).decode(errors="replace")
                 err = _drain(channel.recv_stderr).decode(errors="replace")
+                # a command that closed its output and runs on: the timeout holds here too
+                if not channel.status_event.wait(timeout):
+                    raise TimeoutError(f"no exit status within {timeout} s")
                 status = channel.recv_exit_status()
             finally:
                 channel.close()
