@@ -15,19 +15,14 @@ Needs the `export` extra (torch, transformers); skipped without it.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 from pathlib import Path
 
 import onnx
 import pytest
 
-from farm.bench.config import BenchConfig, Policy
-from farm.bench.runner import run_bench
 from farm.build.models.corpus import corpus_model
 from farm.build.models.frontend import canonicalize, make_spec
-from farm.inventory.builtin import local_device
-from farm.results.store import ResultStore
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -39,12 +34,12 @@ if not transformers.__version__.startswith("4."):
                 "`export` extra pins", allow_module_level=True)
 
 from hf_export import FAMILIES, export  # noqa: E402  (after the skips: it imports torch)
+from route_agreement import bench_routes_agree  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.tvm]
 
 EXPORTS = ("torchscript-opset14-dynamic", "dynamo-opset18")
 SEQ = 24  # bound at bench time; the export traced 16, so the dynamic axes are really used
-FAST = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=3, min_time_s=0.0, max_time_s=1.0)
 
 
 # Each bench costs ~3 s of CPU (~7 s wall under load), a TVM build ~5 s more: the suite runs
@@ -97,17 +92,7 @@ def test_real_export_through_the_routes_on_local(family: str, exporter: str, tmp
     if exporter.startswith("dynamo"):  # the dynamo exporter's default: weights beside it
         assert Path(f"{path}.data").is_file()
     routes = ("ort", "tvm", "custom") if _with_tvm(family, exporter) else ("ort", "custom")
-    dev = dataclasses.replace(local_device(), workdir=str(tmp_path / "wd"))
-    config = BenchConfig(model=str(path), routes=routes, policy=FAST, pause_s=0.0,
-                         profile_runs=0, seq=SEQ)
-    with ResultStore(tmp_path / "r.sqlite") as store:
-        recs = {r["route"]: r for r in store.records(run_bench([dev], config, store,
-                                                                "test").run_id)}
-    assert set(recs) == set(routes)
-    for route, r in recs.items():
-        assert r["status"] == "ok", (route, r["status_detail"])
-        assert r["accuracy"]["ok"], (route, r["accuracy"])
-        assert r["accuracy"]["max_abs_diff"] < 1e-3, (route, r["accuracy"])
+    recs = bench_routes_agree(path, routes, tmp_path, SEQ)
     for route in set(routes) - {"ort"}:
         shapes = recs[route]["build_flags"]["input_shapes"]
         assert all(d == [1, SEQ] for d in shapes.values()), shapes

@@ -15,7 +15,6 @@ ORT on the file.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -23,19 +22,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from route_agreement import bench_routes_agree
 
-from farm.bench.config import BenchConfig, Policy
-from farm.bench.runner import run_bench
 from farm.build.models.frontend import canonicalize, make_spec
-from farm.inventory.builtin import local_device
-from farm.results.store import ResultStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.tvm]
 
 TRANSFORMERS5 = Path(sys.prefix) / "transformers5"
 HELPER = Path(__file__).with_name("hf_export.py")
 SEQ = 24  # bound at bench time; the export traced 16
-FAST = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=3, min_time_s=0.0, max_time_s=1.0)
 CASES = [  # (family, exporter, with TVM)
     ("bert", "dynamo-opset18", True),                      # GatherND mask
     ("distilbert", "torchscript-opset14-dynamic", True),   # Flatten + Gather mask
@@ -72,14 +67,4 @@ def test_transformers5_export_through_the_routes(family: str, exporter: str, tvm
     canon = canonicalize(path, make_spec([], None, SEQ), tmp_path / "canon")
     assert canon.rewrites.get("keep_mask"), canon.rewrites  # the 5.x mask was recognised
     routes = ("ort", "tvm", "custom") if tvm else ("ort", "custom")
-    dev = dataclasses.replace(local_device(), workdir=str(tmp_path / "wd"))
-    config = BenchConfig(model=str(path), routes=routes, policy=FAST, pause_s=0.0,
-                         profile_runs=0, seq=SEQ)
-    with ResultStore(tmp_path / "r.sqlite") as store:
-        recs = {r["route"]: r for r in store.records(run_bench([dev], config, store,
-                                                                "test").run_id)}
-    assert set(recs) == set(routes)
-    for route, r in recs.items():
-        assert r["status"] == "ok", (route, r["status_detail"])
-        assert r["accuracy"]["ok"], (route, r["accuracy"])
-        assert r["accuracy"]["max_abs_diff"] < 1e-4, (route, r["accuracy"])
+    bench_routes_agree(path, routes, tmp_path, SEQ, atol=1e-4)
