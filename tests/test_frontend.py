@@ -211,3 +211,40 @@ def test_dynamic_axes_canonicalise_to_the_fixed_graph(family: str, corpus_dir: P
     got, want = _signature(dynamic.path), _signature(fixed.path)
     assert not [s for op, outs in got[0] for s in outs if -1 in s], "a dim stayed unknown"
     assert got == want
+
+
+@pytest.mark.parametrize("zero_is_constant", [True, False])
+def test_gathered_int8_table_is_dequantized_only_when_constant(zero_is_constant: bool,
+                                                              tmp_path: Path) -> None:
+    """quantize_dynamic's default embedding form, `DequantizeLinear(Gather(table_q, ids), s,
+    z)`: with constant s and z the table is dequantized at build time (same outputs in ORT);
+    with a z the graph computes, it is left alone (and nothing crashes)."""
+    from farm.build.models.frontend import graph, rewrite
+
+    table = np.arange(-40, 40, dtype=np.int8).reshape(10, 8)
+    inits = [onnx.numpy_helper.from_array(table, "table_q"),
+             onnx.numpy_helper.from_array(np.array(0.05, np.float32), "s")]
+    inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 4])]
+    if zero_is_constant:
+        inits.append(onnx.numpy_helper.from_array(np.array(3, np.int8), "z"))
+    else:
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.INT8, []))
+    nodes = [helper.make_node("Gather", ["table_q", "ids"], ["rows_q"], name="emb"),
+             helper.make_node("DequantizeLinear", ["rows_q", "s", "z"], ["rows"], name="dq")]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", inputs,
+                          [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [1, 4, 8])],
+                          inits), opset_imports=[helper.make_opsetid("", 17)])
+    src = tmp_path / "src.onnx"
+    onnx.save(model, str(src))
+    g = graph.Graph(model)
+    assert rewrite.dequantize_gathered_tables(g) == int(zero_is_constant)
+    g.commit()
+    assert [n.op_type for n in model.graph.node] == (
+        ["Gather"] if zero_is_constant else ["Gather", "DequantizeLinear"])
+    out = tmp_path / "out.onnx"
+    onnx.save(model, str(out))
+    feeds = {"ids": np.array([[0, 9, 3, 3]], np.int64)}
+    if not zero_is_constant:
+        feeds["z"] = np.array(3, np.int8)
+    np.testing.assert_array_equal(run(out, feeds)[0], run(src, feeds)[0])

@@ -463,7 +463,7 @@ def dequantize_gathered_tables(g: Graph) -> int:
         scale = g.const(dq.input[1])
         zero = g.const(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else np.zeros((), np.int8)
         if gather is None or table is None or table.dtype not in (np.int8, np.uint8) \
-                or scale is None or scale.size != 1 or zero.size != 1 \
+                or scale is None or scale.size != 1 or zero is None or zero.size != 1 \
                 or len(g.users(gather.output[0])) != 1:
             continue
         fp32 = ((table.astype(np.float32) - np.float32(zero.reshape(-1)[0]))
