@@ -46,8 +46,10 @@ if [ ! -f "$stamp" ]; then
   # (huggingface_hub >= 1 against < 1). A child process puts this dir first on PYTHONPATH
   # and takes torch and numpy from .venv (numpy removed here so one copy is loaded).
   rm -rf .venv/transformers5
-  .venv/bin/pip install -q --target .venv/transformers5 transformers==5.25.0 \
-    huggingface_hub==2.4.0 tokenizers==0.23.3
+  # --no-warn-conflicts: pip would check .venv's packages against each other and report the
+  # all-minilm package's undeclared-on-purpose dependencies as an "ERROR"
+  .venv/bin/pip install -q --no-warn-conflicts --target .venv/transformers5 \
+    transformers==5.25.0 huggingface_hub==2.4.0 tokenizers==0.23.3
   rm -rf .venv/transformers5/numpy .venv/transformers5/numpy-* .venv/transformers5/numpy.libs \
     .venv/transformers5/bin
   touch "$stamp"
