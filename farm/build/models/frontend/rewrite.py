@@ -33,6 +33,12 @@ from farm.build.models.frontend.graph import Graph, attr
 MASK_NEG = -1e9  # finite: scores + NEG never reaches -inf, so a fully padded row stays finite
 
 
+def _masking_fill(v: float | None) -> bool:
+    """A Where's fill value that masks a score out: -1e4 and below (exporters write
+    finfo(float32).min, -inf or -1e4-ish constants), never a value a real score takes."""
+    return not (v is None or v > -1e4)
+
+
 def _last_axis(g: Graph, node: onnx.NodeProto, rank_hint: int | None = None) -> bool:
     axes = attr(node, "axes")
     if axes is None and len(node.input) > 1:
@@ -141,7 +147,7 @@ def where_mask_to_additive(g: Graph) -> int:
         node = g.producer.get(cond)
         while node is not None and node.op_type in ("Expand", "Reshape", "Unsqueeze", "Cast"):
             node = g.producer.get(node.input[0])
-        if v is None or v > -1e4 or node is None or node.op_type != "Equal":
+        if not _masking_fill(v) or node is None or node.op_type != "Equal":
             continue
         src, zero = node.input
         if src not in inputs or g.scalar(zero) != 0.0:
@@ -307,7 +313,7 @@ def sdpa_mask_to_additive(g: Graph) -> int:
     for w in [n for n in g.nodes if n.op_type == "Where"]:
         cast = g.src(w.input[0], "Cast")
         v = g.scalar(w.input[1])
-        if cast is None or v is None or v > -1e4 or cast.input[0] != w.input[2]:
+        if cast is None or not _masking_fill(v) or cast.input[0] != w.input[2]:
             continue
         g.kill(w)
         g.add("Mul", [w.input[2], g.add_const("mask_neg", np.array(MASK_NEG, np.float32))],
@@ -394,7 +400,7 @@ def keep_mask_to_additive(g: Graph) -> int:
     done = 0
     for w in [n for n in g.nodes if n.op_type == "Where"]:
         keep, fill = g.scalar(w.input[1]), g.scalar(w.input[2])
-        if id(w) in g.dead or keep != 0.0 or fill is None or fill > -1e4:
+        if id(w) in g.dead or keep != 0.0 or not _masking_fill(fill):
             continue
         found = _keep_mask_source(g, w.input[0])
         src, dims = found if found is not None else ("", [])
