@@ -245,7 +245,7 @@ def _executable(path):
 
 
 def route_capability(workdir, arch, features, entry, probed):
-    """One route's verdict from its table entry (see farm.build.routes.spec.Route.agent)."""
+    """One route's verdict from its table entry (see farm.routes.spec.Route.agent)."""
     def local(rel):
         return os.path.join(workdir, rel.replace("{arch}", arch))
 

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench
-from farm.build.models import EncoderConfig, build_model, write_inputs
 from farm.inventory.builtin import local_device
+from farm.models import EncoderConfig, build_model, write_inputs
 from farm.paths import agents_dir
 from farm.results.store import ResultStore
 

@@ -1,5 +1,5 @@
 """`farm models check` on every corpus file: the per-route verdict of each name
-`farm.build.models.corpus.names()` lists against the expected one.
+`farm.models.corpus.names()` lists against the expected one.
 
     python benchmarks/check_corpus.py [--bench-size] [--only SUBSTR,...] [--json OUT]
 
@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from farm.build.models.corpus import corpus_model, names
-from farm.build.models.frontend.verdict import check_file
+from farm.models.corpus import corpus_model, names
+from farm.routes import ROUTES as REGISTRY
+from farm.routes.check import check_file
 
 ROUTES = ("ort", "tvm", "custom")
 # name -> {route: reason it is expected to stop}; every other (name, route) must be ok
@@ -38,7 +39,7 @@ def expected(name: str) -> dict[str, bool]:
 
 def verdict(name: str, out_dir: Path) -> dict[str, Any]:
     """{route: {ok, stage, node, op, reason}} of `farm models check` on corpus file `name`."""
-    return check_file(corpus_model(name, out_dir))["routes"]
+    return check_file(corpus_model(name, out_dir), REGISTRY)["routes"]
 
 
 def main() -> int:

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/custom_vs_ort.py [--preset mobilebert] [--min-time 2]
 
 The default model is the real MobileBERT (google/mobilebert-uncased's architecture at seq
-128, farm/build/models/corpus/mobilebert.py): many small 128-wide GEMMs, NoNorm, ReLU.
+128, farm/models/corpus/mobilebert.py): many small 128-wide GEMMs, NoNorm, ReLU.
 
 For the fp32, int8 (int8-dynamic, int8-qdq) and 4-bit (int4) variants of the preset, both
 routes run as
@@ -36,10 +36,10 @@ from pathlib import Path
 
 import onnxruntime
 
-from farm.build.custom import build_executor, compile_plan
-from farm.build.custom.executor_build import build_kernel_bench
-from farm.build.models import PRESETS, build_model, write_inputs
+from farm.models import PRESETS, build_model, write_inputs
 from farm.paths import REPO_ROOT, state_dir
+from farm.routes.custom.compile import compile_plan
+from farm.routes.custom.executor_build import build_executor, build_kernel_bench
 
 VARIANTS = {"fp32": None, "int8-dynamic": None, "int8-qdq": None, "int4": None}
 TARGET_E2E = {"fp32": 1.0, "int8-dynamic": 0.85, "int8-qdq": 0.9, "int4": 0.85}

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import farm.transports.ssh as ssh_module
-from farm.build.registry import Artifact, make_artifact
+from farm.artifacts import Artifact, make_artifact
 from farm.deploy import deploy
 from farm.deploy.deployer import deploy_device
 from farm.devices.fanout import fan_out

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from farm.inventory import load_inventory
 from farm.lab import LabSpec, down, up
-from farm.results.integrity import assert_store_ok
+from farm.results.run_checks import assert_store_ok
 from farm.results.store import ResultStore
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -23,9 +23,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from farm.build.models.corpus import corpus_model
-from farm.build.models.frontend.shapes import ShapeSpec, bind
-from farm.build.models.inputs import make_inputs
+from farm.models.corpus import corpus_model
+from farm.models.frontend.shapes import ShapeSpec, bind
+from farm.models.inputs import make_inputs
 
 PLUMBING = ("Shape", "Gather", "Concat", "Constant", "Unsqueeze", "Slice")
 

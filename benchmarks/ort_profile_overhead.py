@@ -119,7 +119,7 @@ def main() -> None:
     if args.chain:
         models.append((f"add-chain-{args.chain}", add_chain(args.chain, tmp / "chain.onnx")))
     for spec in args.model or []:
-        from farm.build.models import resolve_model
+        from farm.models import resolve_model
         models.append((spec, Path(resolve_model(spec, "fp32").path)))
     print("model                threads nodes   e2e ms   run ms  nodes ms  nodes/e2e  "
           "extra µs/node")

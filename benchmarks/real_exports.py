@@ -5,7 +5,7 @@ median, VmHWM and agreement with the reference.
         [--tools none,ortopt,qdynamic] [--names NAME,...] [--small] [--min-time 1]
         [--repeats 3] [--json OUT]
 
-Files: `corpus:{family}-{export}{+tool}` (farm/build/models/corpus; bench size = 6 layers,
+Files: `corpus:{family}-{export}{+tool}` (farm/models/corpus; bench size = 6 layers,
 hidden 384, 12 heads, seq 128, vocab 30522, random weights; MobileBERT at its own size, the
 `mobilebert` preset's, fixed axes only). One `run_bench` per file on `local` at 1 thread,
 `--repeats` interleaved rounds, routes ort, tvm, custom (untuned TVM). Printed per file and
@@ -30,8 +30,8 @@ from typing import Any
 
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench
-from farm.build.models.corpus import names as corpus_names
 from farm.inventory.builtin import local_device
+from farm.models.corpus import names as corpus_names
 from farm.results.store import ResultStore
 
 ROUTES = ("ort", "tvm", "custom")

@@ -32,10 +32,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from farm.bench.accuracy import compare_outputs  # noqa: E402
-from farm.build.models import resolve_model  # noqa: E402
-from farm.build.models.inputs import ftns_module, make_inputs  # noqa: E402
-from farm.build.tvm import build_runner, build_tvm, tune_tvm  # noqa: E402
 from farm.inventory.builtin import local_device  # noqa: E402
+from farm.models import resolve_model  # noqa: E402
+from farm.models.inputs import ftns_module, make_inputs  # noqa: E402
+from farm.routes.tvm.builder import build_tvm  # noqa: E402
+from farm.routes.tvm.runner_build import build_runner  # noqa: E402
+from farm.routes.tvm.tune import tune_tvm  # noqa: E402
 
 POLICY = {"warmup_runs": 5, "warmup_min_s": 1.0, "min_runs": 30, "min_time_s": 5.0,
           "max_time_s": 30.0}

@@ -14,7 +14,7 @@ Categories: ``attention``, ``fc``, ``layernorm``, ``gelu``, ``other`` (CATEGORIE
    ``DequantizeLinear``, ``DynamicQuantizeLinear``) are always ``other``: they are the price of
    the quantized format, not part of one layer.
 2. **Name scope** (SCOPE_HINTS, substrings of the node name) for the generic ops (Add, Mul,
-   Div, Reshape, Transpose, MatMul, ...): the generator in farm/build/models/encoder.py puts
+   Div, Reshape, Transpose, MatMul, ...): the generator in farm/models/encoder.py puts
    every node under a scope, e.g. ``/layers.0/attention/core/`` (attention), ``/ffn/gelu/``
    (gelu), ``/attention/q/`` (fc: projection MatMul and its bias Add), ``/attention/norm/``
    (layernorm: residual Add + LayerNormalization). HF/PyTorch export scopes
@@ -28,7 +28,7 @@ Categories: ``attention``, ``fc``, ``layernorm``, ``gelu``, ``other`` (CATEGORIE
    fc. ORT's profile lists only non-initializer inputs, so a projection shows one input.
 4. Anything else is ``other`` (Gather embeddings, Cast, Reshape outside a scope, ...).
 
-MobileBERT (farm/build/models/corpus/mobilebert.py) has no LayerNormalization and no GELU:
+MobileBERT (farm/models/corpus/mobilebert.py) has no LayerNormalization and no GELU:
 its NoNorm (``x * weight + bias`` under ``/LayerNorm/``, with the residual Add before it in
 ``/output/``) is charged to ``layernorm`` and its ReLU to ``gelu``, in every route, so the
 seed's LayerNorm and GELU rows hold its normalisation and activation; the report's
@@ -98,7 +98,7 @@ MATMUL_LIKE = frozenset({"MatMul", "FusedMatMul", "QLinearMatMul", "MatMulIntege
 
 # (substring of the node name, category); first match wins, so specific scopes come first
 SCOPE_HINTS: tuple[tuple[str, str], ...] = (
-    # farm encoder (farm/build/models/encoder.py)
+    # farm encoder (farm/models/encoder.py)
     ("/attention/core/", "attention"),
     ("/mask/", "attention"),
     ("/gelu/", "gelu"),

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from farm.build.routes import AGENT_TABLE, agent_table_file
 from farm.errors import AgentError
 from farm.inventory.builtin import local_device
 from farm.protocol import wire
 from farm.protocol.session import AgentSession, RouteFailed
+from farm.routes import AGENT_TABLE, agent_table_file
 from farm.transports import open_transport
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ import pytest
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import Bench, run_bench
 from farm.inventory import load_inventory
-from farm.results.integrity import partial_run_problems
+from farm.results.run_checks import partial_run_problems
 from farm.results.store import ResultStore
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

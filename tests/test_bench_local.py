@@ -20,7 +20,7 @@ from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import Bench, resume_plan, run_bench
 from farm.inventory.builtin import local_device
 from farm.inventory.device import Device
-from farm.results.integrity import partial_run_problems
+from farm.results.run_checks import partial_run_problems
 from farm.results.store import ResultStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -169,7 +169,8 @@ def test_interrupt_keeps_results_and_leaves_no_agent(tmp_path: Path) -> None:
                     event["phase"] == "lease":
                 # runs in b's thread before its first request: b measures for 20 s
                 run_b = next(r for r in bench.runs if r.device.name == "b")
-                run_b.config = dataclasses.replace(config, policy=slow_b)
+                run_b.backend.config = run_b.recorder.config = dataclasses.replace(
+                    config, policy=slow_b)
             if event["device"] == "a" and event["event"] == "device_done":
                 done_a.set()
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from farm.build.registry import registered
+from farm.artifacts import registered
 from farm.cli.main import main as farm_main
 from farm.deploy import deploy
 from farm.inventory.builtin import local_device

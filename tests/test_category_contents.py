@@ -45,9 +45,9 @@ def test_table_says_what_each_category_holds() -> None:
 def test_mobilebert_nodes_land_in_the_seed_rows() -> None:
     """Every node of the real graph, categorized as ORT reports it unfused: NoNorm (and the
     residual Add before it) is layernorm, ReLU is gelu, projections fc, the core attention."""
-    from farm.build.models.corpus.mobilebert import build_mobilebert
-    from farm.build.models.corpus.mobilebert_config import MobileBertConfig
     from farm.categories import categorize
+    from farm.models.corpus.mobilebert import build_mobilebert
+    from farm.models.corpus.mobilebert_config import MobileBertConfig
 
     model = build_mobilebert(MobileBertConfig(layers=1, hidden=64, embedding=32, bottleneck=32,
                                               heads=2, intermediate=64, seq=8, vocab=64,

@@ -6,10 +6,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from farm.build.registry import make_artifact
+from farm.artifacts import make_artifact
 from farm.deploy import deploy
-from farm.deploy.bundle import bundle_for
 from farm.deploy.deployer import deploy_device
+from farm.deploy.selection import bundle_for
 from farm.inventory.builtin import local_device
 
 
@@ -68,8 +68,8 @@ def test_bundle_contains_agent_and_runners():
 
 
 def test_deploy_model_ships_only_what_was_built_from_it(tmp_path, monkeypatch, capsys):
-    from farm.build.models import resolve_model
     from farm.cli.main import main
+    from farm.models import resolve_model
 
     monkeypatch.setenv("FARM_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("FARM_LOCAL_WORKDIR", str(tmp_path / "device"))

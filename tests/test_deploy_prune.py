@@ -12,8 +12,8 @@ import pytest
 from deploy_helpers import device, manifest, private_inventory, remote_files
 
 from farm.bench.lease import DeviceLease
-from farm.build.models import resolve_model
 from farm.cli.main import main
+from farm.models import resolve_model
 from farm.transports import open_transport
 
 pytestmark = [pytest.mark.lab]

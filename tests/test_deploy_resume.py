@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from deploy_helpers import device, private_inventory, remote_files
 
-from farm.build.registry import make_artifact, register
+from farm.artifacts import make_artifact, register
 from farm.deploy.deployer import deploy_device, part_name
 from farm.lab.shaping import shape, unshape
 

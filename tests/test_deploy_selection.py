@@ -12,8 +12,8 @@ from deploy_helpers import device, manifest, private_inventory, remote_files
 
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench
-from farm.build.models import resolve_model
 from farm.cli.main import main
+from farm.models import resolve_model
 from farm.results.store import ResultStore
 
 pytestmark = [pytest.mark.lab]

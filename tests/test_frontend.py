@@ -12,13 +12,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from farm.build.custom.lower import lower
-from farm.build.models.check import check_model_file
-from farm.build.models.corpus import corpus_model
-from farm.build.models.frontend import canonicalize, detect_quantisation, make_spec, quiet_stdout
-from farm.build.models.frontend.graph import MS
-from farm.build.models.inputs import make_inputs
 from farm.errors import BuildError, UsageError
+from farm.models.check import check_model_file
+from farm.models.corpus import corpus_model
+from farm.models.frontend import canonicalize, detect_quantisation, make_spec, quiet_stdout
+from farm.models.frontend.graph import MS
+from farm.models.inputs import make_inputs
+from farm.routes.custom.lower import lower
 
 # a spread of export patterns: opset 11/14/17, fixed/dynamic, and ORT's optimizer
 CANON = ["bert-opset14-dynamic", "bert-opset11-fixed", "distilbert-opset14-dynamic",
@@ -219,7 +219,7 @@ def test_gathered_int8_table_is_dequantized_only_when_constant(zero_is_constant:
     """quantize_dynamic's default embedding form, `DequantizeLinear(Gather(table_q, ids), s,
     z)`: with constant s and z the table is dequantized at build time (same outputs in ORT);
     with a z the graph computes, it is left alone (and nothing crashes)."""
-    from farm.build.models.frontend import graph, rewrite
+    from farm.models.frontend import graph, rewrite
 
     table = np.arange(-40, 40, dtype=np.int8).reshape(10, 8)
     inits = [onnx.numpy_helper.from_array(table, "table_q"),

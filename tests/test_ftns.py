@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from farm.build.models import ftns_module
+from farm.models import ftns_module
 from farm.paths import agents_dir
 
 ftns = ftns_module()

@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import pytest
 
-from farm.build.models.config import EncoderConfig
-from farm.build.models.encoder import build_encoder
 from farm.cli.main import main
 from farm.errors import StoreError, UsageError
+from farm.models.config import EncoderConfig
+from farm.models.encoder import build_encoder
 from farm.results import tags
 from farm.results.emulation import NOT_COMPARED
 from farm.results.gate import (

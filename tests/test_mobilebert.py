@@ -7,9 +7,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from farm.build.models import PRESETS, build_model, make_inputs
-from farm.build.models.corpus.mobilebert import build_mobilebert, describe, mobilebert_weights
-from farm.build.models.corpus.mobilebert_config import PUBLISHED_PARAMS, MobileBertConfig
+from farm.models import PRESETS, build_model, make_inputs
+from farm.models.corpus.mobilebert import build_mobilebert, describe, mobilebert_weights
+from farm.models.corpus.mobilebert_config import PUBLISHED_PARAMS, MobileBertConfig
 
 # small enough for a fast suite, every structural feature kept (4 FFNs, 2 layers, K % 32 == 0)
 SMALL = MobileBertConfig(layers=2, hidden=64, embedding=32, bottleneck=32, heads=2,

@@ -19,14 +19,14 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from farm.build.custom import compile_plan
-from farm.build.models import PRESETS, build_model
-from farm.build.models.corpus import corpus_model, names, parse
-from farm.build.models.corpus.mobilebert import build_mobilebert
-from farm.build.models.corpus.mobilebert_export import SMALL
-from farm.build.models.frontend import canonicalize
-from farm.build.models.inputs import make_inputs
 from farm.errors import BuildError
+from farm.models import PRESETS, build_model
+from farm.models.corpus import corpus_model, names, parse
+from farm.models.corpus.mobilebert import build_mobilebert
+from farm.models.corpus.mobilebert_export import SMALL
+from farm.models.frontend import canonicalize
+from farm.models.inputs import make_inputs
+from farm.routes.custom.compile import compile_plan
 
 REPO = Path(__file__).resolve().parent.parent
 ROUTES = ("ort", "tvm", "custom")

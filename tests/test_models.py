@@ -13,7 +13,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from farm.build.models import (
+from farm.cli.main import main
+from farm.errors import BuildError
+from farm.models import (
     PRESETS,
     VARIANTS,
     EncoderConfig,
@@ -24,8 +26,6 @@ from farm.build.models import (
     resolve_model,
     write_inputs,
 )
-from farm.cli.main import main
-from farm.errors import BuildError
 
 TINY = PRESETS["tiny"]
 
@@ -145,7 +145,7 @@ def test_int8_qdq_is_u8s8_as_recorded(tiny_dir: Path) -> None:
     """ORT's x86 QDQ MatMul fusion takes uint8 activations only (quantize.QDQ_OPTIONS):
     activations uint8 with calibrated (non-zero) zero points, weights int8, and the file's
     metadata says so."""
-    from farm.build.models.quantize import QDQ_OPTIONS, QUANTIZER_METADATA
+    from farm.models.quantize import QDQ_OPTIONS, QUANTIZER_METADATA
 
     model = onnx.load(str(build_model("tiny", "int8-qdq", tiny_dir).path))
     consts = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}

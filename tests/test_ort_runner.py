@@ -14,8 +14,8 @@ import onnxruntime as ort
 import pytest
 
 from farm import categories
-from farm.build.models import ModelInfo, build_model, ftns_module, make_inputs, write_inputs
 from farm.categories import CATEGORIES, categorize
+from farm.models import ModelInfo, build_model, ftns_module, make_inputs, write_inputs
 from farm.paths import agents_dir
 
 RUNNER = agents_dir() / "runners" / "ort_runner.py"
@@ -286,7 +286,7 @@ def test_one_tvm_rule_for_the_sidecar_and_the_tables() -> None:
     """The TVM build's kernel categories (the sidecar the runner reads) and `categorize` are
     one rule: a GELU fused into the FFN GEMM is fc (as in the custom executor), a product of
     two activations is attention."""
-    from farm.build.tvm import kernel_category
+    from farm.routes.tvm.builder import kernel_category
 
     for name, has_weight, want in [("fused_matmul_add_erf_multiply", True, "fc"),
                                    ("fused_matmul3_divide_add_softmax", False, "attention"),

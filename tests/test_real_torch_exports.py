@@ -21,8 +21,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from farm.build.models.corpus import corpus_model
-from farm.build.models.frontend import canonicalize, make_spec
+from farm.models.corpus import corpus_model
+from farm.models.frontend import canonicalize, make_spec
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

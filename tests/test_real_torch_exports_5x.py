@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from route_agreement import bench_routes_agree
 
-from farm.build.models.frontend import canonicalize, make_spec
+from farm.models.frontend import canonicalize, make_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.tvm]
 

@@ -183,9 +183,11 @@ def test_config_flags_drop_observed_facts():
     rpc = {"fusion": True, "rpc": True, "number": 1, "tracker_key": "phone",
            "build_cached": True, "rpc_sessions": [{"queued_s": 0.1, "load_s": 0.002}]}
     assert config_flags(rpc) == {"fusion": True, "number": 1, "rpc": True}
-    assert fusion_of({"opt_level": "disable"}) is False
+    assert fusion_of({"opt_level": "disable"}, "ort") is False
+    assert fusion_of({"route": "ort", "opt_level": "all"}) is True
+    assert fusion_of({"opt_level": "disable"}) is None  # only ORT's records name opt_level
     assert fusion_of({"graph_optimization": "all"}) is True
-    assert fusion_of({"opt_level": "basic"}) is None
+    assert fusion_of({"opt_level": "basic"}, "ort") is None
     assert fusion_of({"fusion": False}) is False
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.records import RouteOutcome, make_record
-from farm.build.models import build_model, write_inputs
 from farm.inventory.builtin import local_device
+from farm.models import build_model, write_inputs
 from farm.paths import agents_dir
 from farm.report.analysis import load_report
 from farm.results.store import ResultStore

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.build.routes import ROUTES, agent_table_file
+from farm.routes import ROUTES, agent_table_file
 
 
 def test_parallel_writers_never_lose_the_table(tmp_path: Path,

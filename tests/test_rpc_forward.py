@@ -25,10 +25,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from farm.build.models.config import PRESETS
-from farm.build.models.encoder import build_encoder
-from farm.build.models.inputs import make_inputs
 from farm.inventory import load_inventory
+from farm.models.config import PRESETS
+from farm.models.encoder import build_encoder
+from farm.models.inputs import make_inputs
 from farm.rpc import start_tracker, stop_tracker, tracker_session, tracker_status
 from farm.rpc.forward_child import forwarded_rpc_server_process
 from farm.rpc.procs import ServiceProcess, free_port
@@ -65,7 +65,7 @@ def _listeners(lab, name: str, port: int) -> list[str]:
 def test_forwarded_server_runs_a_session_on_lab1(lab, tmp_path: Path,
                                                  tracker: ServiceProcess) -> None:
     _netns_lab1(lab)
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     device = load_inventory(str(lab.inventory_path)).get("lab1")
     model = tmp_path / "tiny.onnx"
@@ -215,7 +215,7 @@ def test_remote_tuning_measures_on_lab1_through_the_tracker(lab, tmp_path: Path,
     on the device's RPC server (lab1, reached only through the SSH forwards)."""
     import json as json_mod
 
-    from farm.build.tvm import tune_tvm
+    from farm.routes.tvm.tune import tune_tvm
 
     _netns_lab1(lab)
     monkeypatch.setenv("FARM_HOME", str(tmp_path))  # its tuning database: the test's own

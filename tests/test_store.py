@@ -14,7 +14,7 @@ import pytest
 
 from farm.errors import StoreError
 from farm.results import provenance
-from farm.results.integrity import assert_store_ok, partial_run_problems, records_by_device
+from farm.results.run_checks import assert_store_ok, partial_run_problems, records_by_device
 from farm.results.schema import FIELD_NAMES, SCHEMA_VERSION
 from farm.results.store import ResultStore
 

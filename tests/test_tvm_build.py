@@ -9,12 +9,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from farm.build.models.config import PRESETS
-from farm.build.models.encoder import build_encoder
-from farm.build.tvm.target import target_spec
 from farm.errors import BuildError
 from farm.inventory.builtin import local_device
 from farm.inventory.device import Device
+from farm.models.config import PRESETS
+from farm.models.encoder import build_encoder
+from farm.routes.tvm.target import target_spec
 
 AARCH64 = Device(name="a64", transport="ssh", arch="aarch64", triple="aarch64-linux-gnu",
                  features=("dotprod", "neon"), cores=4, host="127.0.0.1")
@@ -42,7 +42,7 @@ def test_target_spec_maps_features_to_llvm_attributes() -> None:
 @pytest.mark.slow
 def test_build_local_schedules_every_kernel_and_caches(tiny_model: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     # a first build of its own, not a hit in the suite's shared cache
     monkeypatch.setenv("FARM_BUILD_CACHE", str(tmp_path / "cache"))
@@ -67,8 +67,8 @@ def test_build_local_schedules_every_kernel_and_caches(tiny_model: Path, tmp_pat
 @pytest.mark.tvm
 @pytest.mark.slow
 def test_cross_compile_aarch64_gives_an_aarch64_elf(tiny_model: Path) -> None:
-    from farm.build.registry import for_target
-    from farm.build.tvm import build_tvm
+    from farm.artifacts import for_target
+    from farm.routes.tvm.builder import build_tvm
 
     art = build_tvm(tiny_model, AARCH64)
     assert art.kernels_path is not None  # the kernels alone, for per-kernel timing over RPC
@@ -91,7 +91,7 @@ def test_default_gemm_reads_weights_prepacked_at_build_time(tiny_model: Path,
     vectors) that the build repacked once: the weight-prepack kernels were folded away."""
     import json
 
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     art = build_tvm(tiny_model, device)
     kernels = json.loads(art.meta_path.read_text())["kernels"]
@@ -109,7 +109,7 @@ def test_default_gemm_reads_weights_prepacked_at_build_time(tiny_model: Path,
 def test_unsupported_operator_names_it_and_the_variants(tmp_path: Path, farm_home: Path) -> None:
     """An op the TVM front-end lacks is named before compiling. (This used MatMulNBits until
     the int4 variant became buildable through nbits.py; GroupQueryAttention stays unknown.)"""
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     node = helper.make_node("GroupQueryAttention", ["x", "x", "x"], ["y"],
                             domain="com.microsoft", num_heads=1, kv_num_heads=1)
@@ -134,9 +134,9 @@ def test_size_split_reads_the_library_sections(tiny_model: Path, device: Device)
     """code + weights is the library on disk; weights are its read-only data (the constants
     Relax bound), code its text and the rest. The split once subtracted the ONNX file's
     initializer bytes from the file size and came out 0 KiB of code on most fp32 builds."""
-    from farm.build.routes.tvm import tvm_facts
-    from farm.build.tvm import build_tvm
-    from farm.build.tvm.elf_sizes import section_sizes
+    from farm.routes.tvm.builder import build_tvm
+    from farm.routes.tvm.elf_sizes import section_sizes
+    from farm.routes.tvm.route import tvm_facts
 
     art = build_tvm(tiny_model, device)
     _flags, sizes = tvm_facts(art)
@@ -151,7 +151,7 @@ def test_size_split_reads_the_library_sections(tiny_model: Path, device: Device)
 
 
 def test_size_split_refuses_a_file_that_is_not_elf(tmp_path: Path) -> None:
-    from farm.build.tvm.elf_sizes import code_and_constants
+    from farm.routes.tvm.elf_sizes import code_and_constants
 
     fake = tmp_path / "model.so"
     fake.write_bytes(b"MZ" + bytes(100))

@@ -55,7 +55,7 @@ def _int8_matmuls_model(m: int, n: int) -> onnx.ModelProto:
 def test_int8_matmul_uses_vnni_where_it_can_and_matches_ort(farm_home: Path) -> None:
     from test_tvm_nbits import _tvm_outputs
 
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     device = local_device()
     vnni = "avx512vnni" in device.features

@@ -13,10 +13,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from farm.build.models import build_model
-from farm.build.models.inputs import make_inputs
-from farm.build.tvm import nbits
 from farm.inventory.builtin import local_device
+from farm.models import build_model
+from farm.models.inputs import make_inputs
+from farm.routes.tvm import nbits
 
 
 def _matmul_model(k: int, n: int, bias: bool) -> onnx.ModelProto:
@@ -98,7 +98,7 @@ def _tvm_outputs(lib: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 @pytest.mark.tvm
 @pytest.mark.slow
 def test_tvm_builds_int4_and_matches_ort_fp32_compute(farm_home: Path) -> None:
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     info = build_model("tiny", "int4")
     art = build_tvm(info.path, local_device())
@@ -118,7 +118,7 @@ def test_int8_builds_leave_no_kernel_unscheduled(farm_home: Path, variant: str) 
     """int8-dynamic's whole-tensor min/max and scalar scale/zero-point kernels used to stay
     naive loops (7 of 34 kernels on tiny); now every kernel has a rule, and the outputs are
     still ORT's (same quantized model, same int8 arithmetic: tolerance of one int8 step)."""
-    from farm.build.tvm import artifact_summary, build_tvm
+    from farm.routes.tvm.builder import artifact_summary, build_tvm
 
     info = build_model("tiny", variant)
     art = build_tvm(info.path, local_device())
@@ -145,7 +145,7 @@ def test_int8_dynamic_cross_build_for_aarch64_leaves_none_unscheduled(farm_home:
     """The new rules size their vectors from the target (NEON here), not the host."""
     from test_tvm_build import AARCH64
 
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     art = build_tvm(build_model("tiny", "int8-dynamic").path, AARCH64)
     assert art.unscheduled_count == 0, art.schedule_sources

@@ -1,4 +1,4 @@
-"""TVM on static QDQ files (farm/build/tvm/qdq.py): each `MatMul(DQ(Q(x)), DQ(Wq))` with a
+"""TVM on static QDQ files (farm/routes/tvm/qdq.py): each `MatMul(DQ(Q(x)), DQ(Wq))` with a
 constant int8 weight becomes `MatMulInteger(x as uint8, Wq) * (sx * sw)` before import.
 The rewrite is exact (integer sums equal a numpy reference, uint8 and int8 activations,
 saturation included; per-tensor and per-column weight scales); ORT's own quantizer's files
@@ -19,8 +19,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from farm.build.tvm.qdq import integer_matmuls
 from farm.inventory.builtin import local_device
+from farm.routes.tvm.qdq import integer_matmuls
 
 M, K = 16, 64
 
@@ -137,7 +137,7 @@ def test_ort_quantizer_files_are_rewritten_and_compute_the_same(tmp_path: Path,
     with a constant weight becomes MatMulInteger, the attention-like one stays."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
 
-    from farm.build.models.quantize import _FeedReader, _quiet_quantizers
+    from farm.models.quantize import _FeedReader, _quiet_quantizers
 
     rng = np.random.default_rng(5)
     inits = [_const("w_in", rng.normal(0, 0.2, (K, 32)).astype(np.float32)),
@@ -193,7 +193,7 @@ def test_what_does_not_qualify_is_left_alone() -> None:
 def test_tvm_build_runs_qdq_matmuls_on_vnni_and_matches_ort(farm_home: Path) -> None:
     from test_tvm_nbits import _tvm_outputs
 
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     device = local_device()
     vnni = "avx512vnni" in device.features

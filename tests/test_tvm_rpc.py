@@ -14,11 +14,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from farm.build.models.config import PRESETS
-from farm.build.models.encoder import build_encoder
-from farm.build.models.inputs import make_inputs
 from farm.errors import UsageError
 from farm.inventory.builtin import local_device
+from farm.models.config import PRESETS
+from farm.models.encoder import build_encoder
+from farm.models.inputs import make_inputs
 from farm.rpc import (
     start_rpc_server,
     start_tracker,
@@ -45,7 +45,7 @@ def tracker(farm_home: Path):
 
 @pytest.fixture(scope="module")
 def tiny_lib(farm_home: Path):
-    from farm.build.tvm import build_tvm
+    from farm.routes.tvm.builder import build_tvm
 
     model = farm_home / "tiny.onnx"
     onnx.save(build_encoder(PRESETS["tiny"]), str(model))
@@ -149,8 +149,8 @@ def test_stop_kills_the_whole_group_including_popen_workers(tmp_path: Path,
 
 
 def test_a_dead_tracker_is_a_transport_error_within_seconds() -> None:
-    from farm.build.tvm import api_rpc as api
     from farm.errors import TransportError
+    from farm.routes.tvm import api_rpc as api
 
     port = free_port()  # nothing listens there
     started = time.monotonic()

@@ -16,11 +16,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from farm.build.models.config import PRESETS
-from farm.build.models.encoder import build_encoder
-from farm.build.models.inputs import ftns_module, make_inputs
 from farm.inventory.builtin import local_device
 from farm.inventory.device import Device
+from farm.models.config import PRESETS
+from farm.models.encoder import build_encoder
+from farm.models.inputs import ftns_module, make_inputs
 from farm.paths import REPO_ROOT, agents_dir
 
 pytestmark = [pytest.mark.tvm, pytest.mark.slow]
@@ -83,9 +83,9 @@ def check_events(lines: list[str], out: Path, expected: np.ndarray, atol: float)
 
 
 def test_runner_local_matches_ort_and_reports_runtime_only_memory(tiny, tmp_path: Path) -> None:
-    from farm.build.registry import for_target
-    from farm.build.tvm import build_tvm
-    from farm.build.tvm.runner_build import build_runner
+    from farm.artifacts import for_target
+    from farm.routes.tvm.builder import build_tvm
+    from farm.routes.tvm.runner_build import build_runner
 
     model, inputs, expected = tiny
     art = build_tvm(model, local_device())
@@ -113,7 +113,7 @@ def test_runner_reports_a_missing_binary_as_an_error_event(tmp_path: Path) -> No
 
 
 def test_runner_bad_request_is_an_error_event(tmp_path: Path) -> None:
-    from farm.build.tvm.runner_build import build_runner
+    from farm.routes.tvm.runner_build import build_runner
 
     bundle = build_runner()
     bad = tmp_path / "req.json"
@@ -141,8 +141,8 @@ def _aarch64_sysroot() -> Path | None:
 @pytest.mark.aarch64
 @pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-user")
 def test_runner_aarch64_under_qemu_matches_ort(tiny, tmp_path: Path) -> None:
-    from farm.build.tvm import build_tvm
-    from farm.build.tvm.runner_build import build_runner
+    from farm.routes.tvm.builder import build_tvm
+    from farm.routes.tvm.runner_build import build_runner
 
     sysroot = _aarch64_sysroot()
     if sysroot is None:

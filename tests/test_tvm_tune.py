@@ -13,17 +13,19 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from farm.build.models.config import PRESETS
-from farm.build.models.encoder import build_encoder
-from farm.build.models.inputs import ftns_module, make_inputs
 from farm.inventory.builtin import local_device
+from farm.models.config import PRESETS
+from farm.models.encoder import build_encoder
+from farm.models.inputs import ftns_module, make_inputs
 
 pytestmark = [pytest.mark.tvm, pytest.mark.slow]
 
 
 def test_tiny_tuning_run_changes_the_artifact(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from farm.build.tvm import build_runner, build_tvm, tune_tvm
+    from farm.routes.tvm.builder import build_tvm
+    from farm.routes.tvm.runner_build import build_runner
+    from farm.routes.tvm.tune import tune_tvm
 
     monkeypatch.setenv("FARM_HOME", str(tmp_path))
     model = tmp_path / "tiny.onnx"

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.tvm]
 def test_tuning_logs_survive_an_unnamed_handler(tmp_path: Path) -> None:
     from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
 
-    from farm.build.tvm.api_tune import _unnamed_handlers_detached
+    from farm.routes.tvm.api_tune import _unnamed_handlers_detached
 
     logger = logging.getLogger("tvm.s_tir.meta_schedule")
     foreign = logging.NullHandler()  # no name, like pytest's LogCaptureHandler

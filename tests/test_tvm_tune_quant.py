@@ -11,9 +11,9 @@ import numpy as np
 import onnx
 import pytest
 
-from farm.build.models import build_model
-from farm.build.models.inputs import make_inputs
 from farm.inventory.builtin import local_device
+from farm.models import build_model
+from farm.models.inputs import make_inputs
 
 pytestmark = [pytest.mark.tvm, pytest.mark.slow]
 
@@ -23,7 +23,8 @@ def test_tuning_a_quantized_variant_feeds_the_default_build(
         variant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_tvm_nbits import _fp32_compute, _run, _tvm_outputs
 
-    from farm.build.tvm import build_tvm, tune_tvm
+    from farm.routes.tvm.builder import build_tvm
+    from farm.routes.tvm.tune import tune_tvm
 
     monkeypatch.setenv("FARM_HOME", str(tmp_path))
     info = build_model("tiny", variant)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from farm.build.registry import make_artifact
+from farm.artifacts import make_artifact
 from farm.deploy import deploy_device
 from farm.deploy.write_cause import describe, explain_write_failure
 from farm.inventory import load_inventory

@@ -3,7 +3,7 @@
 Started by the agent as ``python tvm_runner.py --request FILE.json`` like every route
 (contract: docs/ARCHITECTURE.md). It replaces itself (``os.execv``) with
 ``runners/tvm-<arch>/tvm_runner``, a small C++ program linking only libtvm_runtime and
-libtvm_ffi (built by farm.build.tvm.runner_build, deployed as a directory with both
+libtvm_ffi (built by farm.routes.tvm.runner_build, deployed as a directory with both
 libraries), so the process the agent measures is the TVM runtime and nothing else: exec
 starts a fresh address space, so VmHWM is the runner's own, not Python's.
 
@@ -28,7 +28,7 @@ def main(argv):
     binary = binary_path()
     if not os.access(binary, os.X_OK):
         print(json.dumps({"ev": "error", "message": "tvm runner binary %s is not deployed "
-                          "(build it with farm.build.tvm.runner_build and deploy its "
+                          "(build it with farm.routes.tvm.runner_build and deploy its "
                           "directory)" % binary}), flush=True)
         return 1
     sys.stdout.flush()

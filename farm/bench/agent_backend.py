@@ -21,17 +21,18 @@ from typing import Any
 import numpy as np
 
 from farm.bench.backend import Emit, OutputsUnavailable, RouteError
-from farm.bench.config import BenchConfig, base_route
+from farm.bench.config import BenchConfig
 from farm.bench.lease import DeviceLease
+from farm.bench.plan import plan_route
 from farm.bench.prepare import Prepared, agent_artifact, device_bundle
 from farm.bench.records import RouteOutcome
-from farm.bench.routes import RoutePlan, plan_route
-from farm.build.models import ftns_module
 from farm.deploy import deploy_device
 from farm.errors import DeployError, FarmError
 from farm.inventory.device import Device
+from farm.models import ftns_module
 from farm.protocol.session import AgentSession, RouteFailed
 from farm.protocol.untrusted import outputs_cap
+from farm.routes import RouteKey, RoutePlan
 from farm.transports import Transport, open_transport
 
 
@@ -49,11 +50,11 @@ class AgentBackend:
         self.session: AgentSession | None = None
         self.transport: Transport | None = None
         self.hello: dict[str, Any] | None = None
-        self.plans: dict[str, RoutePlan] = {}
+        self.plans: dict[RouteKey, RoutePlan] = {}
         self._lease: DeviceLease | None = None
         self._tmp: Path | None = None  # made by the first outputs(), removed by close()
 
-    def unavailable(self, route_keys: list[str]) -> dict[str, str]:
+    def unavailable(self, route_keys: list[RouteKey]) -> dict[RouteKey, str]:
         return {}  # the agent's hello says, after start()
 
     def open(self) -> None:
@@ -62,11 +63,11 @@ class AgentBackend:
         lease.acquire(self.config.lock_wait_s)
         self._lease = lease
 
-    def plan(self, route_key: str) -> RoutePlan:
+    def plan(self, route_key: RouteKey) -> RoutePlan:
         self.plans[route_key] = plan_route(route_key, self.device, self.prepared)
         return self.plans[route_key]
 
-    def start(self, plans: dict[str, RoutePlan]) -> dict[str, str]:
+    def start(self, plans: dict[RouteKey, RoutePlan]) -> dict[RouteKey, str]:
         bundle = device_bundle(self.device, self.prepared, plans.values())
         self.emit("phase", phase="deploy")
         # one SSH connection per device: the deploy's, kept for the agent session
@@ -89,9 +90,9 @@ class AgentBackend:
                 missing[route] = cap.get("reason") or "not available"
         return missing
 
-    def _capability(self, route_key: str) -> dict[str, Any]:
+    def _capability(self, route_key: RouteKey) -> dict[str, Any]:
         routes = (self.hello or {}).get("routes") or {}
-        return routes.get(base_route(route_key)) or {"ok": False,
+        return routes.get(route_key.route) or {"ok": False,
                                                      "reason": "agent does not know it"}
 
     def state(self) -> dict[str, Any] | None:
@@ -99,23 +100,23 @@ class AgentBackend:
         return self.session.state()
 
     # -- one repeat ----------------------------------------------------------------------
-    def request(self, route: str) -> dict[str, Any]:
+    def request(self, route: RouteKey) -> dict[str, Any]:
         wd, p, plan = self.device.workdir, self.prepared, self.plans[route]
-        return {"route": base_route(route), "model": f"{wd}/{plan.model_remote}",
+        return {"route": route.route, "model": f"{wd}/{plan.model_remote}",
                 "inputs": f"{wd}/{p.inputs_artifact.remote}",
                 "outputs": f"{wd}/out/{self.run_id}/{route}.ftns",
                 "threads": self.config.threads, "options": dict(plan.options),
                 "policy": self.config.policy.as_request(),
                 "profile_runs": self.config.profile_runs}
 
-    def verify(self, route: str) -> dict[str, str]:
+    def verify(self, route: RouteKey) -> dict[RouteKey, str]:
         """The files the agent checks before the run: inputs, model and route artifacts."""
         plan, p = self.plans[route], self.prepared
         files = [p.inputs_artifact, p.model_artifact, *plan.artifacts]
         return {a.remote: a.sha256 for a in files
                 if a.kind != "runner" and (a.kind != "model" or a.remote == plan.model_remote)}
 
-    def run_repeat(self, route: str, out: RouteOutcome, index: int, total: int, *,
+    def run_repeat(self, route: RouteKey, out: RouteOutcome, index: int, total: int, *,
                    last: bool) -> None:
         assert self.session is not None
         runner = self._capability(route)["runner"]
@@ -140,7 +141,7 @@ class AgentBackend:
         except RouteFailed as exc:
             raise RouteError(f"{exc.message} | {exc.stderr_tail.strip()[-300:]}") from exc
 
-    def outputs(self, route: str, out: RouteOutcome) -> dict[str, np.ndarray]:
+    def outputs(self, route: RouteKey, out: RouteOutcome) -> dict[str, np.ndarray]:
         if not out.outputs_file:
             raise OutputsUnavailable("the route reported no outputs, so its results cannot "
                                      "be trusted")

@@ -11,38 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from farm.build.routes import ROUTES
 from farm.errors import UsageError
 from farm.results.stats import DEFAULT_N_BOOT
-
-BASE_ROUTES = tuple(ROUTES)  # the route registry, farm.build.routes
-# a route key is a route, or a route with fusion turned off for the fusion experiment:
-# ORT with graph optimisations disabled, TVM built without FuseOps/FuseTIR, the custom
-# executor running every op separately with materialised intermediates
-UNFUSED = "-unfused"
-KNOWN_ROUTES = (*BASE_ROUTES, *(r + UNFUSED for r in BASE_ROUTES))
-
-
-def base_route(route_key: str) -> str:
-    """`ort-unfused` -> `ort` (the runner and the record's `route`)."""
-    return route_key.removesuffix(UNFUSED)
-
-
-def is_unfused(route_key: str) -> bool:
-    return route_key.endswith(UNFUSED)
-
-
-def route_key_of(record: dict[str, Any]) -> str:
-    """The route key a stored record was measured under (inverse of `fusion_flags`)."""
-    flags = record.get("build_flags") or {}
-    spec = ROUTES.get(record["route"])
-    off = spec.is_unfused(flags) if spec else flags.get("fusion") is False
-    return record["route"] + (UNFUSED if off else "")
-
-
-def fusion_flags(route_key: str) -> dict[str, Any]:
-    """The build_flags that name a route key's fusion setting in its records."""
-    return ROUTES[base_route(route_key)].fusion_flags(not is_unfused(route_key))
+from farm.routes import ROUTES, RouteKey, parse_keys
 
 
 @dataclass(frozen=True)
@@ -78,7 +49,8 @@ class Policy:
 class BenchConfig:
     model: str = "tiny"
     variant: str = "fp32"
-    routes: tuple[str, ...] = ("ort",)
+    # route keys, parsed once here (`ort`, `tvm-unfused` and RouteKey alike are taken)
+    routes: tuple[RouteKey, ...] = (RouteKey("ort"),)
     threads: int = 1
     policy: Policy = field(default_factory=Policy)
     pause_s: float = 1.0
@@ -91,7 +63,7 @@ class BenchConfig:
     # a device silent this long is lost (host side); an agent that hears nothing from the
     # host this long kills its runner and exits (device side, after a cut link)
     link_timeout_s: float = 30.0
-    # model front-end (farm/build/models/frontend): `--shape NAME=D0,..` pairs, `--batch`,
+    # model front-end (farm/models/frontend): `--shape NAME=D0,..` pairs, `--batch`,
     # `--seq`, and `--reference FILE.onnx` (fp32 model a pre-quantised file is judged against)
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     batch: int | None = None
@@ -99,12 +71,11 @@ class BenchConfig:
     reference: str | None = None
 
     def __post_init__(self) -> None:
-        unknown = [r for r in self.routes if r not in KNOWN_ROUTES]
-        if unknown or not self.routes:
-            raise UsageError(f"unknown route(s) {unknown or '(none)'}; "
-                             f"choose from {', '.join(KNOWN_ROUTES)}")
-        if len(set(self.routes)) != len(self.routes):
-            raise UsageError(f"route listed twice in {','.join(self.routes)}")
+        texts = [str(r) for r in self.routes]
+        keys = parse_keys(texts, tuple(ROUTES))
+        if len(keys) != len(texts):
+            raise UsageError(f"route listed twice in {','.join(texts)}")
+        object.__setattr__(self, "routes", tuple(keys))
         if self.threads < 1 or self.repeats < 1 or self.pause_s < 0 or self.profile_runs < 0:
             raise UsageError("--threads and --repeats must be >= 1, --pause >= 0")
         if self.link_timeout_s < 3:
@@ -119,7 +90,7 @@ class BenchConfig:
 
     def to_meta(self) -> dict[str, Any]:
         """Everything needed to rebuild this config (`farm bench --resume`)."""
-        return {**asdict(self), "routes": list(self.routes)}
+        return {**asdict(self), "routes": [str(k) for k in self.routes]}
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any]) -> BenchConfig:

@@ -27,11 +27,10 @@ from typing import Any
 
 from farm.bench.agent_backend import AgentBackend
 from farm.bench.backend import Backend, Emit, Interrupted, OutputsUnavailable, RouteError
-from farm.bench.config import BenchConfig, route_key_of
+from farm.bench.config import BenchConfig
 from farm.bench.prepare import Prepared
 from farm.bench.recorder import Recorder
 from farm.bench.records import RouteOutcome
-from farm.bench.routes import RoutePlan
 from farm.bench.rpc_backend import RpcBackend
 from farm.errors import BuildError, FarmError
 from farm.inventory.device import Device
@@ -39,6 +38,7 @@ from farm.results.emulation import record_emulated
 from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE, unfinished_rounds
 from farm.results.stats import interleaved_order
 from farm.results.store import ResultStore
+from farm.routes import RouteKey, RoutePlan, key_of_record
 
 __all__ = ["KEPT", "DeviceRun", "Interrupted", "state_summary"]
 
@@ -55,7 +55,7 @@ def state_summary(state: dict[str, Any] | None) -> dict[str, Any]:
             "temp_c": max(temps) if temps else None}
 
 
-def remaining_order(order: list[str], left: dict[str, int]) -> list[str]:
+def remaining_order(order: list[RouteKey], left: dict[RouteKey, int]) -> list[RouteKey]:
     """The seeded order less the rounds a resumed key already ran (its first ones), so a
     resume runs each key's missing rounds in the places the whole run would have."""
     skip = {r: order.count(r) - n for r, n in left.items()}
@@ -88,22 +88,17 @@ class DeviceRun:
         # resume: route keys an earlier attempt of this run already kept for this device,
         # and those whose first rounds it kept in a partial record (only the rest runs)
         prior = self.recorder.prior
-        self.done: set[str] = {route_key_of(r) for r in prior
-                               if r["status"] in KEPT and not unfinished_rounds(r)}
-        self.outcomes: dict[str, RouteOutcome] = {
-            route_key_of(r): RouteOutcome.resumed(route_key_of(r), r)
+        self.done: set[RouteKey] = {key_of_record(r) for r in prior
+                                    if r["status"] in KEPT and not unfinished_rounds(r)}
+        self.outcomes: dict[RouteKey, RouteOutcome] = {
+            key_of_record(r): RouteOutcome.resumed(key_of_record(r), r)
             for r in prior if unfinished_rounds(r)}
-        self.current: str | None = None  # the key whose repeat is running
-        self.plans: dict[str, RoutePlan] = {}
+        self.current: RouteKey | None = None  # the key whose repeat is running
+        self.plans: dict[RouteKey, RoutePlan] = {}
 
     @property
     def config(self) -> BenchConfig:
         return self.backend.config
-
-    @config.setter
-    def config(self, config: BenchConfig) -> None:
-        """One config for the device's whole run: the backend and the recorder follow."""
-        self.backend.config = self.recorder.config = config
 
     @property
     def written(self) -> list[dict[str, Any]]:
@@ -115,6 +110,8 @@ class DeviceRun:
         return self.backend.hello
 
     def emit(self, event: str, **fields: Any) -> None:
+        # events are JSON: a route key travels as its text (`tvm-unfused`)
+        fields = {k: str(v) if isinstance(v, RouteKey) else v for k, v in fields.items()}
         self._emit({"t": time.time(), "device": self.device.name, "event": event, **fields})
 
     def check_stop(self) -> None:
@@ -141,12 +138,12 @@ class DeviceRun:
             self.close()
             self.emit("device_done", status=self.status, detail=self.detail)
 
-    def _unavailable(self, reasons: dict[str, str]) -> None:
+    def _unavailable(self, reasons: dict[RouteKey, str]) -> None:
         for route, why in reasons.items():
             self._store(route, UNAVAILABLE, why)
             self.done.add(route)
 
-    def _left(self) -> list[str]:
+    def _left(self) -> list[RouteKey]:
         return [r for r in self.config.routes if r not in self.done]
 
     def _schedule(self) -> None:
@@ -206,7 +203,7 @@ class DeviceRun:
                 self.done.add(route)
             self.current = None
 
-    def _repeat(self, route: str, out: RouteOutcome, index: int, total: int, *,
+    def _repeat(self, route: RouteKey, out: RouteOutcome, index: int, total: int, *,
                 last: bool) -> None:
         before = self.backend.state()
         out.state_before = out.state_before or before
@@ -218,7 +215,7 @@ class DeviceRun:
             out.state_after = after
             self.emit("state", **state_summary(after))
 
-    def _finish_route(self, route: str, out: RouteOutcome) -> None:
+    def _finish_route(self, route: RouteKey, out: RouteOutcome) -> None:
         try:
             accuracy, problem = self.recorder.judge_outputs(
                 route, self.backend.outputs(route, out))
@@ -226,7 +223,7 @@ class DeviceRun:
             accuracy, problem = None, str(exc)
         self._store(route, OK if problem is None else INVALID, problem, out, accuracy)
 
-    def _store(self, route: str, status: str, detail: str | None,
+    def _store(self, route: RouteKey, status: str, detail: str | None,
                out: RouteOutcome | None = None, accuracy: dict[str, Any] | None = None,
                stopped: str | None = None) -> None:
         self.recorder.store_route(route, status, detail, out, accuracy, self.plans.get(route),

@@ -1,5 +1,5 @@
-"""The bench's use of the model front-end (farm/build/models/frontend): which file each route
-builds from, which variant a user's file really is, and what its outputs are judged against.
+"""The bench's use of the model front-end (farm/models/frontend): which variant a user's
+file really is, and what its outputs are judged against.
 
 - `front_for(config, model) -> Canonical | None`: a user's .onnx file goes through the
   front-end (bound shapes, canonical op set); the generated presets are canonical already.
@@ -8,21 +8,21 @@ builds from, which variant a user's file really is, and what its outputs are jud
 - `reference_plan(config, model, canonical) -> (path, label, kind)`: `--reference FILE.onnx`
   (kind "fp32"), else ORT on the same file for a pre-quantised file (kind "same-file"),
   else the fp32 build (kind "fp32").
-- `build_path(prepared)`, `front_flags(prepared)`: hooks for the route planners.
+Which form each route builds from is the route's own (`Route.model_input`, used by
+`farm.bench.plan`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from farm.build.models.frontend import Canonical, ShapeSpec, canonicalize
 from farm.errors import UsageError
+from farm.models.frontend import Canonical, ShapeSpec, canonicalize
 
 if TYPE_CHECKING:
     from farm.bench.config import BenchConfig
-    from farm.bench.prepare import Prepared
-    from farm.build.models import ModelInfo
+    from farm.models import ModelInfo
 
 
 def spec_of(config: BenchConfig) -> ShapeSpec:
@@ -57,28 +57,3 @@ def reference_plan(config: BenchConfig, model_path: Path, fp32_path: Path,
         return model_path, (f"onnxruntime on the host (the same {canonical.quantisation} "
                             "file)"), "same-file"
     return fp32_path, f"onnxruntime fp32 on the host ({fp32_path.stem})", "fp32"
-
-
-def canonical_of(prepared: Prepared) -> Canonical | None:
-    return prepared.extra.get("canonical")
-
-
-def build_path(prepared: Prepared, route: str = "custom") -> Path:
-    """The file TVM and custom build from: the canonical one for a user's file (for TVM with
-    an int4 file's MatMulNBits dequantised: TVM has no importer for it)."""
-    c = canonical_of(prepared)
-    if c is None:
-        return prepared.model.path
-    if route == "tvm" and c.quantisation == "int4":
-        return canonicalize(c.source, spec_of(prepared.config), dequantize=True).path
-    return c.path
-
-
-def front_flags(prepared: Prepared, route: str) -> dict[str, Any]:
-    c = canonical_of(prepared)
-    if c is None:
-        return {}
-    flags = c.flags()
-    if route == "ort":
-        flags.pop("symbolic_dims", None)  # ORT runs the source file at run-time shapes
-    return flags

@@ -18,9 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from farm.artifacts import Artifact, make_artifact
 from farm.bench.config import BenchConfig
 from farm.bench.model_front import effective_variant, front_for, reference_plan
-from farm.build.models import (
+from farm.deploy.selection import ship_list
+from farm.errors import BuildError
+from farm.inventory.device import Device
+from farm.models import (
     PRESETS,
     ModelInfo,
     build_model,
@@ -28,10 +32,6 @@ from farm.build.models import (
     resolve_model,
     write_inputs,
 )
-from farm.build.registry import Artifact, make_artifact
-from farm.deploy.selection import ship_list
-from farm.errors import BuildError
-from farm.inventory.device import Device
 from farm.paths import state_dir
 
 
@@ -95,7 +95,7 @@ def prepare(config: BenchConfig, cache_dir: Path | None = None) -> Prepared:
 def device_bundle(device: Device, prepared: Prepared,
                   plans: Iterable[Any] = ()) -> list[Artifact]:
     """What this bench ships to `device`: the agent, the runners of the planned routes
-    (`farm.bench.routes.RoutePlan`s), their builds and the inputs; the ONNX model only when
+    (`farm.routes.RoutePlan`s), their builds and the inputs; the ONNX model only when
     a route runs it (ORT). The selection itself is `farm.deploy.selection.ship_list`."""
     plans = list(plans)
     routes = [plan.route for plan in plans]

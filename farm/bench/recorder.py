@@ -15,11 +15,10 @@ import numpy as np
 
 from farm.bench.accuracy import compare_outputs
 from farm.bench.backend import Emit
-from farm.bench.config import BenchConfig, base_route, fusion_flags, route_key_of
+from farm.bench.config import BenchConfig
 from farm.bench.prepare import Prepared
 from farm.bench.quant_rule import judge_against_reference
 from farm.bench.records import RouteOutcome, make_record
-from farm.bench.routes import RoutePlan
 from farm.errors import FarmError
 from farm.inventory.device import Device
 from farm.results.schema import (
@@ -32,6 +31,7 @@ from farm.results.schema import (
 )
 from farm.results.stats import drift_flags
 from farm.results.store import ResultStore
+from farm.routes import ROUTES, RouteKey, RoutePlan, key_of_record
 
 
 class Recorder:
@@ -49,9 +49,9 @@ class Recorder:
         self.written: list[dict[str, Any]] = []  # stored records of this device
         # resume: what an earlier attempt of this run already stored for this device
         self.prior = prior or []
-        self._outputs: dict[str, dict[str, np.ndarray]] = {}
+        self._outputs: dict[RouteKey, dict[str, np.ndarray]] = {}
 
-    def judge_outputs(self, route: str, outputs: dict[str, np.ndarray]
+    def judge_outputs(self, route: RouteKey, outputs: dict[str, np.ndarray]
                       ) -> tuple[dict[str, Any] | None, str | None]:
         """(accuracy, problem or None) of a route's outputs against the reference; the
         routes this device finished before are compared for information (`cross_routes`).
@@ -70,20 +70,21 @@ class Recorder:
         for peer, peer_outputs in self._outputs.items():
             cross = compare_outputs(outputs, peer_outputs, self.config.variant,
                                     reference=f"route {peer} on {self.device.name}")
-            accuracy["cross_routes"].append({"route": peer, **cross.as_json()})
+            accuracy["cross_routes"].append({"route": str(peer), **cross.as_json()})
         self._outputs[route] = outputs
         return accuracy, "; ".join(problems) or None
 
-    def store_route(self, route: str, status: str, detail: str | None,
+    def store_route(self, route: RouteKey, status: str, detail: str | None,
                     out: RouteOutcome | None = None, accuracy: dict[str, Any] | None = None,
                     plan: RoutePlan | None = None, stopped: str | None = None
                     ) -> dict[str, Any]:
         drift = None
         if out is not None and (out.state_before or out.state_after):
             drift = drift_flags(out.state_before, out.state_after)
-        flags = {**fusion_flags(route), **(plan.build_flags if plan else {})}
+        spec = ROUTES[route.route]
+        flags = {**spec.fusion_flags(route.fused), **(plan.build_flags if plan else {})}
         record = make_record(
-            run_id=self.run_id, device=self.device, hello=self.hello, route=base_route(route),
+            run_id=self.run_id, device=self.device, hello=self.hello, route=route.route,
             config=self.config, model_label=self.prepared.model_label,
             model_hash=self.prepared.model.sha256, status=status, detail=detail, outcome=out,
             accuracy=accuracy, drift=drift,
@@ -91,7 +92,7 @@ class Recorder:
             rounds=out.rounds(self.config.repeats, stopped) if out is not None else None)
         stored = self.store.add(record)
         self.written.append(stored)
-        old = [r for r in self.prior if route_key_of(r) == route and not is_superseded(r)
+        old = [r for r in self.prior if key_of_record(r) == route and not is_superseded(r)
                and (r["status"] == FAILED or unfinished_rounds(r))]
         if old:  # resume: the earlier failure or unfinished rounds are history now
             self.store.set_status([r["record_id"] for r in old], FAILED,
@@ -112,8 +113,9 @@ class Recorder:
         sizes.setdefault("weights", self.prepared.model_artifact.size)
         return sizes
 
-    def device_failed(self, detail: str, missing: list[str], current: str | None,
-                      outcomes: dict[str, RouteOutcome], plans: dict[str, RoutePlan]) -> None:
+    def device_failed(self, detail: str, missing: list[RouteKey], current: RouteKey | None,
+                      outcomes: dict[RouteKey, RouteOutcome],
+                      plans: dict[RouteKey, RoutePlan]) -> None:
         """The device was lost: a key in `missing` with finished rounds keeps them in a
         `partial` record (a resume runs the rest), every other one gets a `failed` record;
         the routes measured before it are re-marked `partial`."""

@@ -14,6 +14,7 @@ from farm.bench.config import BenchConfig
 from farm.inventory.device import Device
 from farm.results.emulation import record_emulated
 from farm.results.schema import empty_record
+from farm.routes import ROUTES
 
 
 @dataclass
@@ -94,14 +95,14 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
                 sizes: dict[str, Any] | None = None,
                 build_flags: dict[str, Any] | None = None,
                 rounds: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One record of `route` (a route name); of the runner's facts (its `info` event) the
+    record keeps those the route names (`Route.record_keys`) in build_flags."""
     hello = hello or {}
     out = outcome or RouteOutcome(route)
-    build_flags = {"route": route, **(build_flags or {}), **{k: out.info[k] for k in
-                                      ("provider", "opt_level", "ort_version", "node_count",
-                                       "node_providers", "schedules", "runtime", "plan",
-                                      "rpc_sessions", "session_options", "session_config",
-                                      "quantizer")
-                                      if k in out.info}}
+    spec = ROUTES.get(route)
+    record_keys = spec.record_keys if spec is not None else ()
+    build_flags = {"route": route, **(build_flags or {}),
+                   **{k: out.info[k] for k in record_keys if k in out.info}}
     return empty_record(
         run_id=run_id,
         agent_hash=hello.get("agent_sha256"),

@@ -44,20 +44,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from farm.bench.backend import Emit, RouteError, last_line
-from farm.bench.config import BenchConfig, base_route, is_unfused
+from farm.bench.config import BenchConfig
+from farm.bench.plan import plan_rpc, rpc_routes
 from farm.bench.prepare import Prepared
 from farm.bench.records import RouteOutcome
-from farm.bench.routes import BUILD_LOCK, RoutePlan
-from farm.build.models import ftns_module
-from farm.build.routes.tvm import tvm_facts
 from farm.errors import FarmError, TransportError
 from farm.inventory.device import Device
+from farm.models import ftns_module
+from farm.routes import RouteKey, RoutePlan
 
 if TYPE_CHECKING:
-    from farm.bench.device_run import RpcBackend
     from farm.rpc.session import Session
 
-RPC_ROUTES = ("tvm",)
 NUMBER = 1                     # inferences per time_evaluator repeat (= per sample)
 MAX_REPEATS = 100_000          # a sanity cap on one session's repeats
 REGISTER_GRACE_S = 10.0        # a server re-registers with the tracker after each session
@@ -75,18 +73,18 @@ class RpcBackend:
         self.config: BenchConfig = prepared.config
         self.emit = emit
         self.check_stop = check_stop
-        self.plans: dict[str, RoutePlan] = {}
+        self.plans: dict[RouteKey, RoutePlan] = {}
         self._inputs: list[np.ndarray] = []
         self._output_names: list[str] = []
-        self._estimates: dict[str, float] = {}
-        self._outputs: dict[str, list[Any]] = {}
+        self._estimates: dict[RouteKey, float] = {}
+        self._outputs: dict[RouteKey, list[Any]] = {}
 
-    def unavailable(self, route_keys: list[str]) -> dict[str, str]:
-        d = self.device
+    def unavailable(self, route_keys: list[RouteKey]) -> dict[RouteKey, str]:
+        d, rpc = self.device, rpc_routes()
         return {r: f"not available on transport {d.transport}: {d.name} runs only TVM's "
-                   "RPC server (no shell, no agent), so only the tvm routes run there, "
-                   "through tracker sessions"
-                for r in route_keys if base_route(r) not in RPC_ROUTES}
+                   f"RPC server (no shell, no agent), so only the routes with an RPC path "
+                   f"({', '.join(rpc)}) run there, through tracker sessions"
+                for r in route_keys if r.route not in rpc}
 
     def open(self) -> None:
         if not self.device.key:
@@ -95,18 +93,22 @@ class RpcBackend:
                                  f"{self.device.source}")
         _wait_registered(self)  # before any build: a dead tracker fails the device in seconds
 
-    def plan(self, route_key: str) -> RoutePlan:
-        self.plans[route_key] = _plan(self, route_key)
-        return self.plans[route_key]
+    def plan(self, route_key: RouteKey) -> RoutePlan:
+        plan = plan_rpc(route_key, self.device, self.prepared)
+        plan.build_flags.update({"rpc": True, "number": NUMBER, "tracker_key": self.device.key,
+                                 "timer": "time_evaluator on the device",
+                                 "device_state": "no device state over TVM RPC"})
+        self.plans[route_key] = plan
+        return plan
 
-    def start(self, plans: dict[str, RoutePlan]) -> dict[str, str]:
+    def start(self, plans: dict[RouteKey, RoutePlan]) -> dict[RouteKey, str]:
         self._inputs, self._output_names = _graph_io(self)
         return {}
 
     def state(self) -> dict[str, Any] | None:
         return None  # no device state over TVM RPC
 
-    def run_repeat(self, route: str, out: RouteOutcome, index: int, total: int, *,
+    def run_repeat(self, route: RouteKey, out: RouteOutcome, index: int, total: int, *,
                    last: bool) -> None:
         _wait_registered(self)
         try:
@@ -122,7 +124,7 @@ class RpcBackend:
                              "that died on the device shows as kShutdown: see the RPC "
                              "server's log)") from exc
 
-    def outputs(self, route: str, out: RouteOutcome) -> dict[str, np.ndarray]:
+    def outputs(self, route: RouteKey, out: RouteOutcome) -> dict[str, np.ndarray]:
         return dict(zip(self._output_names, self._outputs[route], strict=False))
 
     def abort(self) -> None:
@@ -130,23 +132,6 @@ class RpcBackend:
 
     def close(self) -> None:
         pass
-
-
-def _plan(run: RpcBackend, route: str) -> RoutePlan:
-    """The TVM library for the device's target; build facts and sizes as agent routes."""
-    from farm.build.tvm import build_tvm
-
-    with BUILD_LOCK:  # the agent path's lock: same-target devices share cache entries
-        art = build_tvm(run.prepared.model.path, run.device, fusion=not is_unfused(route))
-    flags, sizes = tvm_facts(art)
-    flags.update({"rpc": True, "number": NUMBER, "tracker_key": run.device.key,
-                  "timer": "time_evaluator on the device",
-                  "device_state": "no device state over TVM RPC"})
-    # the runtime is the RPC app's, already on the device: not counted; the sidecar and the
-    # kernels-only library serve the per-op profile (rpc_profile)
-    return RoutePlan("tvm", str(art.path), (), build_flags=flags,
-                     options={"meta": str(art.meta_path), "kernels": str(art.kernels_path)},
-                     sizes=sizes)
 
 
 def _graph_io(run: RpcBackend) -> tuple[list[np.ndarray], list[str]]:
@@ -190,8 +175,8 @@ def _repeats(run: RpcBackend, estimate_ms: float) -> tuple[int, int]:
     return min(warm, MAX_REPEATS), n
 
 
-def _measure(run: RpcBackend, route: str, inputs: list[np.ndarray], out: RouteOutcome,
-             estimates: dict[str, float], *, profile: bool) -> list[Any]:
+def _measure(run: RpcBackend, route: RouteKey, inputs: list[np.ndarray], out: RouteOutcome,
+             estimates: dict[RouteKey, float], *, profile: bool) -> list[Any]:
     """One repeat of `route` in one tracker session; samples appended to `out`, and with
     `profile` the per-op profile (after the samples) put in `out.ops`."""
     from farm.rpc import tracker_session
@@ -228,7 +213,7 @@ def _measure(run: RpcBackend, route: str, inputs: list[np.ndarray], out: RouteOu
     return outputs
 
 
-def _profile(run: RpcBackend, route: str, session: Session) -> dict[str, Any]:
+def _profile(run: RpcBackend, route: RouteKey, session: Session) -> dict[str, Any]:
     """The route's per-op profile from its kernels timed one by one on the device
     (`farm.bench.rpc_profile`); a failure is recorded in place of the times."""
     from farm.bench import rpc_profile

@@ -6,7 +6,7 @@ VM's `set_instrument` hook (what the SSH route's runtime-only runner uses) needs
 which an RPC session cannot pass to the remote ("Cannot pass type ffi.Function as an
 argument to the remote"). So the profile is built from the kernels one by one:
 
-* `farm.build.tvm` exports the kernels alone (`model.kernels.so`) and lists in the sidecar
+* `farm.routes.tvm` exports the kernels alone (`model.kernels.so`) and lists in the sidecar
   each kernel's parameter shapes/dtypes (`args`), call sites per inference (`calls`) and
   its weights' mean and std (`constants`);
 * `Session.time_kernels` uploads that library and times each kernel ON the device with
@@ -14,7 +14,7 @@ argument to the remote"). So the profile is built from the kernels one by one:
   `MIN_REPEAT_MS`), on fresh inputs of the graph's shapes: weights drawn with their real
   mean and std, other floats N(0, 1), integers 0;
 * per inference, a kernel costs its median (over repeats) ms per call × its calls; the
-  category is the sidecar's, i.e. the SSH TVM route's mapping (`farm.build.tvm.kernel_category`).
+  category is the sidecar's, i.e. the SSH TVM route's mapping (`farm.routes.tvm.kernel_category`).
 
 The result has the shape of the route runners' `ops` event (categories, total_ms, nodes)
 plus `method` (how the times were obtained), `category_runs` (one {category: ms} per

@@ -84,11 +84,12 @@ class Bench:
         else:
             self.run_id = self.store.start_run(self.command, meta={
                 "devices": [d.name for d in self.devices], "model": prepared.model_label,
-                "model_hash": prepared.model.sha256, "routes": list(self.config.routes),
+                "model_hash": prepared.model.sha256, "routes": [str(k) for k in self.config.routes],
                 "policy": self.config.record_policy(), "threads": self.config.threads,
                 "config": self.config.to_meta()})
         emit({"t": time.time(), "device": None, "event": "run", "run_id": self.run_id,
-              "devices": [d.name for d in self.devices], "routes": list(self.config.routes),
+              "devices": [d.name for d in self.devices],
+              "routes": [str(k) for k in self.config.routes],
               "model": prepared.model_label})
         for device in self.devices:
             mine = [r for r in prior if r["device"] == device.name]

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from farm.bench.config import KNOWN_ROUTES, BenchConfig, Policy
+from farm.bench.config import BenchConfig, Policy
 from farm.cli.drive import add_events_option, drive
 from farm.cli.results_cmd import add_columns_option
 from farm.cli.shape_opts import add_shape_options, shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
+from farm.routes import all_keys
 
 if TYPE_CHECKING:
     from farm.bench.runner import BenchResult
@@ -35,7 +36,8 @@ OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark a model on devices (live view)")
     add_target_options(p)
-    p.add_argument("--routes", default="ort", help=f"comma list of {','.join(KNOWN_ROUTES)}")
+    p.add_argument("--routes", default="ort",
+                   help=f"comma list of {','.join(str(k) for k in all_keys())}")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     add_policy_options(p)
     p.add_argument("--repeats", type=int, default=1,

@@ -10,10 +10,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from farm.build.routes_build import BuiltRoute, build_route, device_for_target
 from farm.cli.shape_opts import add_shape_options
 from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
+from farm.routes import ROUTES, ModelForms, route_keys
+from farm.routes.build import BuiltRoute, build_route, device_for_target
 from farm.views.steps import timed_step
 
 
@@ -24,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     where.add_argument("--target", metavar="TRIPLE", help="build for a bare target triple")
     p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
     p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
-    p.add_argument("--routes", default="tvm,custom", help="comma list of ort,tvm,custom")
+    p.add_argument("--routes", default="tvm,custom",
+                   help=f"comma list of {','.join(ROUTES)} (default tvm,custom)")
     p.add_argument("--no-fusion", action="store_true",
                    help="TVM without FuseOps/FuseTIR (the fusion experiment's baseline)")
     add_shape_options(p)
@@ -33,19 +35,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from farm.build.models import resolve_model
+    from farm.models import resolve_model
 
     device = (device_for_target(args.target) if args.target
               else load_inventory(args.inventory).get(args.device or "local"))
-    routes = [r.strip() for r in args.routes.split(",") if r.strip()]
-    if not routes:
+    if not args.routes.strip():
         raise UsageError("--routes is empty", hint="e.g. --routes tvm,custom")
-    from farm.build.models.frontend import canonicalize, make_spec
+    routes = list(dict.fromkeys(key.route for key in route_keys(args.routes)))
+    from farm.models.frontend import canonicalize, make_spec
 
     model = resolve_model(args.model, args.variant)
-    # a user's file: TVM and custom build the front-end's canonical file (bound shapes)
-    canon = (canonicalize(model.path, make_spec(args.shapes, args.batch, args.seq))
-             if model.preset is None else None)
+    spec = make_spec(args.shapes, args.batch, args.seq)
+    # a user's file: each route builds the form it takes (its own file or the front-end's
+    # canonical one, with bound shapes); the presets are canonical already
+    canon = canonicalize(model.path, spec) if model.preset is None else None
+    forms = ModelForms(model.path, canon, spec)
     console = Console(stderr=True)
     if canon is not None and canon.symbolic_left:
         console.print(f"[yellow]farm: warning: {len(canon.symbolic_left)} tensor(s) keep a "
@@ -58,17 +62,14 @@ def run(args: argparse.Namespace) -> int:
                   disable=not console.is_terminal) as bar:
         for route in routes:
             task = bar.add_task(route, total=1.0, stage="")
-            path = canon.path if canon is not None and route != "ort" else model.path
-            if canon is not None and route == "tvm" and canon.quantisation == "int4":
-                path = canonicalize(model.path, make_spec(args.shapes, args.batch, args.seq),
-                                    dequantize=True).path
+            path = ROUTES[route].model_input(forms)
             with timed_step(console, f"farm: build {route} for {device.name}"):
                 results.append(build_route(
-                    route, path, device, fusion=not args.no_fusion,
+                    ROUTES[route], path, device, fusion=not args.no_fusion,
                     progress=lambda stage, frac, t=task: bar.update(t, completed=frac,
                                                                     stage=stage)))
             bar.update(task, completed=1.0)
-            if canon is not None and route != "ort":
+            if canon is not None and path != model.path:
                 results[-1].facts.update(canon.flags())
     if args.output == "json":
         print(json.dumps([vars(r) for r in results], indent=2, default=str))

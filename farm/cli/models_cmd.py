@@ -9,10 +9,10 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from farm.build.models import PRESETS, VARIANTS
-from farm.build.models.config import preset
 from farm.cli.shape_opts import add_shape_options
 from farm.errors import UsageError
+from farm.models import PRESETS, VARIANTS
+from farm.models.config import preset
 from farm.paths import state_dir
 
 
@@ -81,13 +81,14 @@ def run_check(args: argparse.Namespace) -> int:
     """Exit 0 when every route takes the file, 3 when some do, 1 when none does."""
     from pathlib import Path
 
-    from farm.build.models.frontend import make_spec
-    from farm.build.models.frontend.verdict import check_file
+    from farm.models.frontend import make_spec
+    from farm.routes import ROUTES
+    from farm.routes.check import check_file
 
     if not Path(args.file).is_file():
         raise UsageError(f"model file {args.file} does not exist",
                          hint="give the path of an .onnx file")
-    report = check_file(args.file, make_spec(args.shapes, args.batch, args.seq))
+    report = check_file(args.file, ROUTES, make_spec(args.shapes, args.batch, args.seq))
     oks = [v["ok"] for v in report["routes"].values()]
     if args.output == "json":
         print(json.dumps(report, indent=2))
@@ -118,7 +119,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from farm.build.models import build_model, resolve_model
+    from farm.models import build_model, resolve_model
 
     variants = list(VARIANTS) if args.all_variants else (args.variant or ["fp32"])
     if args.seq is not None:

@@ -1,5 +1,5 @@
 """`--shape NAME=D0,D1,...` (repeatable), `--batch N`, `--seq N`: the input-shape options of
-build, bench, triangle, tune and models check (bound by farm/build/models/frontend)."""
+build, bench, triangle, tune and models check (bound by farm/models/frontend)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def add_shape_options(p: argparse.ArgumentParser, *, reference: bool = False) ->
 
 def shape_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """BenchConfig fields from the parsed options (validated by make_spec)."""
-    from farm.build.models.frontend.shapes import make_spec
+    from farm.models.frontend.shapes import make_spec
 
     spec = make_spec(getattr(args, "shapes", None), getattr(args, "batch", None),
                      getattr(args, "seq", None))

@@ -20,7 +20,7 @@ import sys
 
 from rich.console import Console
 
-from farm.bench.config import KNOWN_ROUTES, BenchConfig
+from farm.bench.config import BenchConfig
 from farm.bench.runner import Bench
 from farm.cli.bench_cmd import (
     add_policy_options,
@@ -35,13 +35,14 @@ from farm.cli.shape_opts import shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
 from farm.results.store import ResultStore
+from farm.routes import all_keys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("triangle", help="run every route on devices and report which wins")
     add_target_options(p)
-    p.add_argument("--routes", default=",".join(KNOWN_ROUTES),
-                   help=f"comma list (default: all of {','.join(KNOWN_ROUTES)})")
+    p.add_argument("--routes", default=",".join(str(k) for k in all_keys()),
+                   help="comma list (default: every route, fused and unfused)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     p.add_argument("--repeats", type=int, default=2,
                    help="interleaved rounds of all routes (pooled; default 2)")

@@ -13,10 +13,10 @@ import json
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from farm.build.models import VARIANTS
-from farm.build.tvm.tune import DEFAULT_OPS, tune_tvm
 from farm.cli.shape_opts import add_shape_options
 from farm.inventory import load_inventory
+from farm.models import VARIANTS
+from farm.routes.tvm.tune import DEFAULT_OPS, tune_tvm
 from farm.views.steps import timed_step
 
 
@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     device = load_inventory(args.inventory).get(args.device)
-    from farm.build.models import resolve_model
-    from farm.build.models.frontend import canonicalize, make_spec
+    from farm.models import resolve_model
+    from farm.models.frontend import canonicalize, make_spec
 
     model = resolve_model(args.model, args.variant)
     # tune what `farm build`/bench compile: the canonical file of a user's model

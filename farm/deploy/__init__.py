@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from farm.build.registry import Artifact
-from farm.deploy.bundle import bundle_for
+from farm.artifacts import Artifact
 from farm.deploy.deployer import DeployResult, Progress, deploy_device
+from farm.deploy.selection import bundle_for
 from farm.inventory.device import Device
 from farm.transports import Transport, open_transport
 

@@ -1,12 +1,9 @@
-"""The agent artifact, and the whole bundle of `farm deploy --all-builds`: the agent, every
-route's runners and every build registered for the device's arch (`farm.build.registry`)."""
+"""The agent artifact: `agents/farm_agent.py` under a content-hash name (the whole bundle of
+`farm deploy --all-builds` is `farm.deploy.selection.bundle_for`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from farm.build.registry import Artifact, make_artifact
-from farm.inventory.device import Device
+from farm.artifacts import Artifact, make_artifact
 from farm.paths import agents_dir
 
 AGENT_FILE = "farm_agent.py"
@@ -18,18 +15,3 @@ def agent_artifact() -> Artifact:
     art = make_artifact("agent", local, "agent", content_name=False)
     return Artifact("agent", art.local, f"agent/farm_agent-{art.sha256[:12]}.py", art.sha256,
                     art.size, "any")
-
-
-def bundle_for(device: Device, extra: list[Path] | None = None, *,
-               registered: bool = True, model_sha: str | None = None) -> list[Artifact]:
-    """Every route's runners plus registered builds (`farm deploy --all-builds`), in
-    upload order (agent first); see `farm.deploy.selection.ship_list` for the selection.
-
-    `registered=False` leaves out the build registry; `model_sha` keeps only what was
-    built from that model."""
-    from farm.deploy.selection import ROUTES, registered_builds, ship_list
-
-    builds = (registered_builds(device, None if model_sha is None else [model_sha], ROUTES)
-              if registered else [])
-    return ship_list(device, ROUTES, builds,
-                     [make_artifact("file", p, "artifacts") for p in (extra or [])])

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from farm.build.registry import Artifact
+from farm.artifacts import Artifact
 from farm.deploy.selection import ROUTES, registered_builds, route_of, ship_list
 from farm.errors import UsageError
 from farm.inventory.device import Device
+from farm.routes import route_keys
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,7 @@ def parse_routes(text: str | None) -> tuple[str, ...]:
     """`ort,tvm-unfused` -> ("ort", "tvm"): a route key ships its base route's files."""
     if not text:
         return ROUTES
-    routes = [r.strip().removesuffix("-unfused") for r in text.split(",") if r.strip()]
-    unknown = [r for r in routes if r not in ROUTES]
-    if unknown or not routes:
-        raise UsageError(f"unknown route(s) {unknown or '(none)'} in --routes {text!r}",
-                         hint=f"choose from {', '.join(ROUTES)}")
-    return tuple(dict.fromkeys(routes))
+    return tuple(dict.fromkeys(key.route for key in route_keys(text)))
 
 
 def choose(models: Sequence[str], variant: str, routes: tuple[str, ...],
@@ -48,7 +44,7 @@ def choose(models: Sequence[str], variant: str, routes: tuple[str, ...],
     nothing built for a device is an error naming the `farm build` to run, otherwise a note."""
     if all_builds:
         return DeployChoice(ROUTES, None)
-    from farm.build.models import resolve_model
+    from farm.models import resolve_model
 
     shas: list[str] = []
     notes: list[str] = []

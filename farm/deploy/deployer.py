@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from farm.build.registry import Artifact
+from farm.artifacts import Artifact
 from farm.deploy.write_cause import upload_failed
 from farm.errors import DeployError, FarmError, TransportError
 from farm.inventory.device import Device

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from farm.build.registry import Artifact, for_target, make_artifact
-from farm.build.routes import ROUTES as REGISTRY
-from farm.build.routes import agent_table_file
+from farm.artifacts import Artifact, for_target, make_artifact
 from farm.deploy.bundle import AGENT_FILE, agent_artifact
 from farm.inventory.device import Device
 from farm.paths import REPO_ROOT, agents_dir
+from farm.routes import ROUTES as REGISTRY
+from farm.routes import agent_table_file
 
 # the route registry names the routes, their runner files and their build kinds
 ROUTES = tuple(REGISTRY)
@@ -80,3 +80,16 @@ def ship_list(device: Device, routes: Iterable[str], builds: Iterable[Artifact] 
             seen.add(item.remote)
             unique.append(item)
     return unique
+
+
+def bundle_for(device: Device, extra: list[Path] | None = None, *,
+               registered: bool = True, model_sha: str | None = None) -> list[Artifact]:
+    """Every route's runners plus registered builds (`farm deploy --all-builds`), in
+    upload order (agent first); see `farm.deploy.selection.ship_list` for the selection.
+
+    `registered=False` leaves out the build registry; `model_sha` keeps only what was
+    built from that model."""
+    builds = (registered_builds(device, None if model_sha is None else [model_sha], ROUTES)
+              if registered else [])
+    return ship_list(device, ROUTES, builds,
+                     [make_artifact("file", p, "artifacts") for p in (extra or [])])

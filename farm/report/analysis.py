@@ -15,7 +15,7 @@ Tables (`Report.tables`, in order), one row per configuration (see `configs`) un
                  measured configurations; the total only when all three parts are known.
                  Per route: ORT's weights are the model file (its library is the runtime);
                  custom's are the plan, its runtime the executor; TVM's library splits by
-                 its ELF sections (`farm/build/tvm/elf_sizes.py`): weights are the
+                 its ELF sections (`farm/routes/tvm/elf_sizes.py`): weights are the
                  constants Relax bound, in the form it kept them, code the rest.
 * ops          – per-op ms per inference per category (`attention`, `fc`, `layernorm`,
                  `gelu`, `other`) from `ops.categories`; profiled total; the share of the
@@ -40,7 +40,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from farm.build.routes import ROUTES
 from farm.errors import StoreError
 from farm.report import opcheck
 from farm.report.category_contents import categories_table, fused_away
@@ -57,6 +56,7 @@ from farm.report.fusion import FusionEffect, fusion_effects
 from farm.report.tables import Column, ReportTable
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from farm.results.store import ResultStore
+from farm.routes import ROUTES
 
 ROUTE_ORDER = {name: i for i, name in enumerate(ROUTES)}  # the registry's order
 KIB = 1024.0

@@ -35,6 +35,7 @@ from farm.results.config_flags import (  # noqa: F401  (re-exported)
     _ON_LEVELS,
     config_flags,
     config_label,
+    fusion_flag_names,
     fusion_of,
     is_cost_key,
 )
@@ -79,7 +80,7 @@ class Config:
 
     @property
     def fusion(self) -> bool | None:
-        return fusion_of(self.flags)
+        return fusion_of(self.flags, self.route)
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -91,7 +92,7 @@ class Config:
         """The key without the fusion flags: two configs with equal block keys and opposite
         fusion form a fusion pair."""
         rest = {k: v for k, v in self.flags.items()
-                if k not in ("fusion", "graph_optimization", "opt_level")}
+                if k not in fusion_flag_names(self.route)}
         return (self.device, self.route, self.model, self.variant, self.threads,
                 json.dumps(rest, sort_keys=True, default=str))
 

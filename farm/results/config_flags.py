@@ -39,12 +39,20 @@ def config_flags(build_flags: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in sorted((build_flags or {}).items()) if not is_cost_key(k)}
 
 
-def fusion_of(flags: Mapping[str, Any] | None) -> bool | None:
-    """Whether a configuration runs with graph fusion (see module docstring)."""
+def fusion_of(flags: Mapping[str, Any] | None, route: str | None = None) -> bool | None:
+    """Whether a configuration runs with graph fusion: the route's own fusion flag
+    (`Route.fusion_flag`, e.g. ORT's `opt_level`) when the route is registered, else a
+    plain `fusion` bool, else ORT's `graph_optimization` level of records written before
+    routes named their flag; None when the flags do not say."""
+    from farm.routes import ROUTES
+
     flags = flags or {}
+    spec = ROUTES.get(route or flags.get("route") or "")
+    if spec is not None and spec.fused_of(dict(flags)) is not None:
+        return spec.fused_of(dict(flags))
     if isinstance(flags.get("fusion"), bool):
         return bool(flags["fusion"])
-    level = flags.get("graph_optimization", flags.get("opt_level"))
+    level = flags.get("graph_optimization")
     if isinstance(level, str):
         low = level.strip().lower()
         if low in _OFF_LEVELS:
@@ -52,6 +60,14 @@ def fusion_of(flags: Mapping[str, Any] | None) -> bool | None:
         if low in _ON_LEVELS:
             return True
     return None
+
+
+def fusion_flag_names(route: str | None) -> set[str]:
+    """The flag keys that name a configuration's fusion setting (left out of block keys)."""
+    from farm.routes import ROUTES
+
+    spec = ROUTES.get(route or "")
+    return {"fusion", "graph_optimization", *([spec.fusion_flag] if spec else [])}
 
 
 def _flag_text(value: Any) -> str:

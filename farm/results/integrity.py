@@ -1,4 +1,4 @@
-"""Integrity of a result store, and the checks the fault suite makes after a failure.
+"""Integrity of a result store.
 
 Contract:
 * `check_store(db)` -> `IntegrityReport` over an open SQLite connection: SQLite's
@@ -9,12 +9,7 @@ Contract:
   the runs and records that cannot be read (`unreadable_runs`, `unreadable_records`,
   `damaged_runs`: runs that lost records). Problems are collected, never raised — not even
   SQLite's "database disk image is malformed"; `ResultStore.integrity_check()` calls this.
-* `assert_store_ok(store)` -> the report, or StoreError listing the problems.
-* `partial_run_problems(store, run_id, failed_devices)` -> what is wrong with a run that
-  lost some devices: the run must be "partial"; every failed device must have a record
-  with status failed/partial and a status_detail saying why; other devices must have no
-  such records; every record that has samples keeps them and its statistics.
-* `records_by_device(store, run_id)` -> {device: [records]} of one run.
+The checks over a stored run that tests and fault scenarios make are in run_checks.py.
 """
 
 from __future__ import annotations
@@ -22,15 +17,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from farm.errors import StoreError
 from farm.results.damage import scan
-from farm.results.schema import FAILED, FIELD_NAMES, FIELDS, PARTIAL
+from farm.results.schema import FIELD_NAMES, FIELDS
 from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, check_type, stats_mismatches
-
-if TYPE_CHECKING:
-    from farm.results.store import ResultStore
 
 _JSON_FIELDS = tuple(f.name for f in FIELDS if f.type == "json")
 
@@ -134,51 +125,4 @@ def _record_problems(rec: dict[str, Any], run_ids: set[str]) -> list[str]:
         problems.append(f"{where}: unknown status {rec['status']!r}")
     if not any(p.startswith(f"{where}: field 'samples_ms'") for p in problems):
         problems += [f"{where}: {m}" for m in stats_mismatches(rec)]
-    return problems
-
-
-def assert_store_ok(store: ResultStore) -> IntegrityReport:
-    """The integrity report of `store`; StoreError naming every problem if any."""
-    report = store.integrity_check()
-    if not report.ok:
-        raise StoreError(f"result store {store.path} failed its integrity check:\n"
-                         + report.summary(), hint="see `farm results check`")
-    return report
-
-
-def records_by_device(store: ResultStore, run_id: str) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for rec in store.records(run_id):
-        out.setdefault(rec["device"], []).append(rec)
-    return out
-
-
-def partial_run_problems(
-    store: ResultStore, run_id: str, failed_devices: set[str] | list[str],
-) -> list[str]:
-    """What a run that lost `failed_devices` got wrong (empty list: handled well)."""
-    problems: list[str] = []
-    runs = {r.run_id: r for r in store.runs()}
-    if run_id not in runs:
-        return [f"run {run_id!r} is not in the store"]
-    if runs[run_id].status != "partial":
-        problems.append(f"run {run_id}: status {runs[run_id].status!r}, expected 'partial'")
-    by_device = records_by_device(store, run_id)
-    failing = (FAILED, PARTIAL)
-    for device in sorted(failed_devices):
-        bad = [r for r in by_device.get(device, []) if r["status"] in failing]
-        if not bad:
-            problems.append(f"device {device}: no failed/partial record says why it failed")
-        problems += [f"device {device}: record {r['record_id']} has no status_detail"
-                     for r in bad if not r["status_detail"]]
-    for device, recs in sorted(by_device.items()):
-        if device in failed_devices:
-            continue
-        problems += [f"device {device}: record {r['record_id']} is {r['status']!r} but the "
-                     f"device was not expected to fail ({r['status_detail']})"
-                     for r in recs if r["status"] in failing]
-    for recs in by_device.values():
-        for r in recs:
-            if r["samples_ms"] and r["median_ms"] is None:
-                problems.append(f"record {r['record_id']}: samples kept but no statistics")
     return problems

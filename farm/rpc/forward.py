@@ -207,7 +207,7 @@ def _pick_port(transport: SSHTransport, forwards: _Forwards, python: str) -> int
 
 
 def _registered(tracker: tuple[str, int], key: str, port: int) -> bool:
-    from farm.build.tvm import api_rpc
+    from farm.routes.tvm import api_rpc
 
     summary = api_rpc.tracker_summary(*tracker)
     return any(s["key"].split(":", 1)[-1] == key and int(s["addr"][1]) == port

@@ -33,7 +33,7 @@ def start_rpc_server(key: str, *, tracker_host: str = "127.0.0.1",
                      env: dict[str, str] | None = None,
                      register_timeout_s: float = 20.0) -> ServiceProcess:
     """Start a local RPC server for `key`; return once the tracker lists it."""
-    from farm.build.tvm import api_rpc
+    from farm.routes.tvm import api_rpc
 
     port = port or free_port()
     argv = rpc_server_argv(key, tracker=f"{tracker_host}:{tracker_port}", port=port)

@@ -47,7 +47,7 @@ class Session:
 
     def load_vm(self, lib: Path, inputs: Sequence[Any]) -> LoadedVM:
         """Upload and load `lib` once; run and time it as often as wanted in this session."""
-        from farm.build.tvm import api_rpc
+        from farm.routes.tvm import api_rpc
 
         return LoadedVM(api_rpc.remote_vm_load(self.remote, Path(lib), list(inputs)))
 
@@ -55,8 +55,8 @@ class Session:
                      repeat: int, min_repeat_ms: int = 5) -> dict[str, list[float]]:
         """Each kernel of a kernels-only library timed alone on the device: kernel -> ms per
         call, one mean per repeat; `kernels` are sidecar entries with `args` (and
-        `constants`), see `farm.build.tvm.api_rpc.remote_kernel_times`."""
-        from farm.build.tvm import api_rpc
+        `constants`), see `farm.routes.tvm.api_rpc.remote_kernel_times`."""
+        from farm.routes.tvm import api_rpc
 
         return api_rpc.remote_kernel_times(self.remote, Path(kernels_lib), kernels,
                                        repeat=repeat, min_repeat_ms=min_repeat_ms)
@@ -71,13 +71,13 @@ class LoadedVM:
 
     def outputs(self) -> list[Any]:
         """Run `main` once; its outputs as numpy arrays."""
-        from farm.build.tvm import api_rpc
+        from farm.routes.tvm import api_rpc
 
         return api_rpc.remote_vm_outputs(self._loaded)
 
     def time(self, *, number: int, repeat: int, min_repeat_ms: int = 0) -> list[float]:
         """`main` timed ON the device (`time_evaluator`): ms per repeat, mean of `number`."""
-        from farm.build.tvm import api_rpc
+        from farm.routes.tvm import api_rpc
 
         return api_rpc.remote_vm_time(self._loaded, number=number, repeat=repeat,
                                   min_repeat_ms=min_repeat_ms)
@@ -86,7 +86,7 @@ class LoadedVM:
 @contextmanager
 def tracker_session(key: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                     priority: int = 1, session_timeout: float = 0) -> Iterator[Session]:
-    from farm.build.tvm import api_rpc
+    from farm.routes.tvm import api_rpc
 
     started = time.monotonic()
     remote = api_rpc.rpc_request(host, port, key, priority=priority,

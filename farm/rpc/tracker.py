@@ -81,7 +81,7 @@ def stop_tracker() -> bool:
 
 def tracker_status(host: str | None = None, port: int | None = None) -> dict[str, Any]:
     """{"host", "port", "pid", "servers": [{"key", "addr"}], "queue": {key: {free, pending}}}."""
-    from farm.build.tvm import api_rpc
+    from farm.routes.tvm import api_rpc
 
     state = tracker_state()
     if host is None or port is None:

@@ -1,5 +1,5 @@
-/* Plan files: what farm.build.custom writes and the executor runs. Keep in step with
- * farm/build/custom/plan_format.py (same constants, same record layouts).
+/* Plan files: what farm.routes.custom writes and the executor runs. Keep in step with
+ * farm/routes/custom/plan_format.py (same constants, same record layouts).
  *
  * Layout (little-endian), version 1:
  *   header (64 B): "FKPLAN\0\0", u32 version, u32 header_size, u64 file_size,

@@ -17,7 +17,7 @@ import pytest
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench
 from farm.inventory.builtin import local_device
-from farm.results.integrity import assert_store_ok
+from farm.results.run_checks import assert_store_ok
 from farm.results.store import ResultStore
 from farm.transports.local import LocalTransport
 

@@ -15,9 +15,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from farm.build.custom import compile_plan
-from farm.build.models import build_model
 from farm.errors import BuildError
+from farm.models import build_model
+from farm.routes.custom.compile import compile_plan
 
 from .conftest import store_contents
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from farm.build.custom import build_executor, compile_plan
-from farm.build.custom.plan_format import HEADER_SIZE, read_header
-from farm.build.models import build_model
 from farm.errors import BuildError
+from farm.models import build_model
+from farm.routes.custom.compile import compile_plan
+from farm.routes.custom.executor_build import build_executor
+from farm.routes.custom.plan_format import HEADER_SIZE, read_header
 
 
 @pytest.fixture(scope="module")

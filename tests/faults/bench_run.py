@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.paths import REPO_ROOT
-from farm.results.integrity import assert_store_ok, partial_run_problems
+from farm.results.run_checks import assert_store_ok, partial_run_problems
 from farm.results.store import ResultStore
 
 FAST_ARGS = ["--model", "tiny", "--routes", "ort,custom", "--warmup", "1", "--warmup-time", "0",

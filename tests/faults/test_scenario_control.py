@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.results.integrity import assert_store_ok
+from farm.results.run_checks import assert_store_ok
 from farm.results.store import ResultStore
 
 from .lab_faults import ORT_RUNNING

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from farm.bench.prepare import agent_artifact
-from farm.deploy.bundle import bundle_for
+from farm.deploy.selection import bundle_for
 from farm.inventory import load_inventory
-from farm.results.integrity import assert_store_ok
+from farm.results.run_checks import assert_store_ok
 from farm.results.store import ResultStore
 
 from .bench_run import check_failed_alone

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from farm.results.integrity import assert_store_ok
+from farm.results.run_checks import assert_store_ok
 from farm.results.store import ResultStore
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

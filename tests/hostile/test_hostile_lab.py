@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from farm.paths import REPO_ROOT
-from farm.results.integrity import assert_store_ok
+from farm.results.run_checks import assert_store_ok
 from farm.results.store import ResultStore
 
 HOSTILE = Path(__file__).with_name("hostile_agent.py")

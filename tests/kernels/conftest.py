@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fkhelpers import QEMU, have_aarch64, int4_block32
 
-from farm.build.custom import build_executor, build_kernel_test
-from farm.build.models import build_model
+from farm.models import build_model
+from farm.routes.custom.executor_build import build_executor, build_kernel_test
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +48,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny(model_dir: Path) -> Callable[[str], Path]:
-    """variant -> path of the tiny preset built by farm.build.models (cached per session);
+    """variant -> path of the tiny preset built by farm.models (cached per session);
     "int4-b32": the fp32 build quantised with the q4 GEMM's own arithmetic (fkhelpers)."""
     cache: dict[str, Path] = {}
 

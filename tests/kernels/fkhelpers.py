@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from farm.build.models import ftns_module, make_inputs, write_inputs
+from farm.models import ftns_module, make_inputs, write_inputs
 
 QEMU = ["qemu-aarch64", "-cpu", "cortex-a76"]
 

@@ -17,11 +17,11 @@ import pytest
 from fkhelpers import run_exec
 
 from farm.bench.quant_rule import judge_against_reference
-from farm.build.custom import compile_plan
-from farm.build.models import ftns_module, make_inputs
-from farm.build.models.corpus import corpus_model, names
-from farm.build.models.frontend import canonicalize, make_spec
-from farm.build.models.frontend.quant import detect_quantisation
+from farm.models import ftns_module, make_inputs
+from farm.models.corpus import corpus_model, names
+from farm.models.frontend import canonicalize, make_spec
+from farm.models.frontend.quant import detect_quantisation
+from farm.routes.custom.compile import compile_plan
 
 pytestmark = pytest.mark.slow
 

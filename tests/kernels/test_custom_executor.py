@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from fkhelpers import ort_outputs, run_exec
 
-from farm.build.custom import compile_plan
-from farm.build.models import write_inputs
+from farm.models import write_inputs
+from farm.routes.custom.compile import compile_plan
 
 # Per weight type: (max abs, mean abs) allowed vs ORT running the same ONNX model. int8 differs
 # by design (per-row symmetric activation quantisation vs ORT's per-tensor uint8).

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from fkhelpers import int4_block32, ort_outputs, run_exec
 
-from farm.build.custom import compile_plan
-from farm.build.models import build_model
-from farm.build.models.corpus.mobilebert_config import MobileBertConfig
+from farm.models import build_model
+from farm.models.corpus.mobilebert_config import MobileBertConfig
+from farm.routes.custom.compile import compile_plan
 
 SMALL = MobileBertConfig(layers=2, hidden=64, embedding=32, bottleneck=32, heads=2,
                          intermediate=64, seq=16, vocab=512, max_positions=64)
@@ -140,10 +140,10 @@ def test_residual_epilogue_with_an_activation_is_refused(small, tmp_path, exe_x8
 
     import onnx
 
-    from farm.build.custom.ir import finalize
-    from farm.build.custom.lower import lower
-    from farm.build.custom.passes import allocate, fold_residual_norms, merge_qkv
-    from farm.build.custom.plan_format import ACT_RELU, OP_FC, serialize
+    from farm.routes.custom.ir import finalize
+    from farm.routes.custom.lower import lower
+    from farm.routes.custom.passes import allocate, fold_residual_norms, merge_qkv
+    from farm.routes.custom.plan_format import ACT_RELU, OP_FC, serialize
 
     ir = lower(onnx.load(str(small("fp32"))))
     merge_qkv(ir)

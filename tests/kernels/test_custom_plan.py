@@ -12,10 +12,10 @@ import onnx
 import pytest
 from fkhelpers import run_exec
 
-from farm.build.custom import compile_plan
-from farm.build.custom.plan_format import HEADER_SIZE, read_header
-from farm.build.models import write_inputs
 from farm.errors import BuildError
+from farm.models import write_inputs
+from farm.routes.custom.compile import compile_plan
+from farm.routes.custom.plan_format import HEADER_SIZE, read_header
 
 
 @pytest.fixture
@@ -139,9 +139,9 @@ def test_residual_norm_fold_moves_the_residual_producer_or_leaves_it() -> None:
     when its inputs allow (then the NoNorm is gone), else the NoNorm stays an op."""
     import numpy as np
 
-    from farm.build.custom.ir import FcWeights, Ir, IrOp
-    from farm.build.custom.passes import fold_residual_norms
-    from farm.build.custom.plan_format import ACT_NONE, OP_ADD, OP_FC, OP_NONORM, W_F32
+    from farm.routes.custom.ir import FcWeights, Ir, IrOp
+    from farm.routes.custom.passes import fold_residual_norms
+    from farm.routes.custom.plan_format import ACT_NONE, OP_ADD, OP_FC, OP_NONORM, W_F32
 
     def fc(name: str, ins: list[int], out: int) -> IrOp:
         return IrOp(OP_FC, name, ins, out, fc=FcWeights(W_F32, np.ones((4, 4), np.float32)),

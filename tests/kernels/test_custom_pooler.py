@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from fkhelpers import run_exec
 
-from farm.build.custom import compile_plan
-from farm.build.custom.plan_format import BUF_SEQS, HEADER_SIZE, read_header
-from farm.build.models import ftns_module, make_inputs
-from farm.build.models.corpus import corpus_model
-from farm.build.models.frontend import canonicalize, make_spec
+from farm.models import ftns_module, make_inputs
+from farm.models.corpus import corpus_model
+from farm.models.frontend import canonicalize, make_spec
+from farm.routes.custom.compile import compile_plan
+from farm.routes.custom.plan_format import BUF_SEQS, HEADER_SIZE, read_header
 
 OUTPUTS = ("last_hidden_state", "pooler_output")
 

@@ -9,7 +9,7 @@ import pytest
 from fkhelpers import ort_outputs, run_exec
 from test_custom_executor import TOL
 
-from farm.build.custom import compile_plan
+from farm.routes.custom.compile import compile_plan
 
 
 def _qdq_plan(tiny, tmp_path):

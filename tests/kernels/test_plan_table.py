@@ -1,5 +1,5 @@
 """The plan format is written twice, in C (kernels/runtime/plan.h, plan.c, include/fk.h)
-and in Python (farm/build/custom/plan_format.py); this test holds them to one table: every
+and in Python (farm/routes/custom/plan_format.py); this test holds them to one table: every
 op kind, name and enum value, the CPU feature bits, and the record sizes as the C compiler
 lays them out."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.build.custom import plan_format as pf
+from farm.routes.custom import plan_format as pf
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 PLAN_H = (KERNELS / "runtime" / "plan.h").read_text()

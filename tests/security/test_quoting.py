@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import farm.transports.ssh as ssh_module
-from farm.build.models import build_model
 from farm.cli.main import main as farm_main
+from farm.models import build_model
 from farm.results.store import ResultStore
 from farm.transports.base import command_line
 
@@ -107,7 +107,7 @@ def test_hostile_model_name_and_odd_workdir_on_a_lab_device(
 
     home = Path(lab.device("lab1").dir) / "home"
     landed = home / "w+~-.d" / "-x~_.+" / "models"
-    # remote names are reduced to plain characters (farm.build.registry.make_artifact), so
+    # remote names are reduced to plain characters (farm.artifacts.make_artifact), so
     # the hostile name never reaches a device command line in the first place
     plain = re.sub(r"[^A-Za-z0-9._-]", "_", f"{HOSTILE}.onnx")
     assert [p.name for p in landed.iterdir() if p.name.endswith(plain)]

@@ -1,0 +1,81 @@
+"""custom – `farm.routes.custom` compiles the model into a plan (cached by model and
+compiler source) deployed as `artifacts/<sha12>-<name>.plan`; the static executor for the
+device's arch goes to `runners/custom-<arch>/fk_exec`; the request names the plan and
+`options.fused` (0 for the unfused key: every op separate, on the same plan)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from farm import artifacts
+from farm.artifacts import make_artifact
+from farm.errors import FarmError
+from farm.inventory.device import Device
+from farm.paths import build_cache_dir
+from farm.routes.check import failure
+from farm.routes.spec import ModelForms, PlanInput, Progress, Route, RoutePlan, Verdict
+
+
+def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
+    """The plan (weights in kernel layout, fusion decided) and the static executor."""
+    from farm.routes.custom.cache import cached_plan
+    from farm.routes.custom.executor_build import build_executor, compile_seconds
+
+    plan_path, info = cached_plan(given.model_path)
+    # one executor per arch and bench: the fused and unfused keys must run the same binary
+    memo = given.memo.setdefault("custom_executor", {})
+    if device.arch not in memo:
+        memo[device.arch] = build_executor(device.arch, build_cache_dir() / "artifacts" / "custom")
+    executor = memo[device.arch]
+    # what plan and executor cost when first built, also on a cache hit (as for TVM)
+    build_s = info.get("compile_s", 0.0) + compile_seconds(executor)
+    plan_file = make_artifact("plan", plan_path, "artifacts", target="any")
+    binary = make_artifact("executor", executor, f"runners/custom-{device.arch}",
+                           target=device.arch, name="fk_exec", content_name=False)
+    return RoutePlan("custom", plan_file.remote, (plan_file, binary),
+                     options={"fused": int(fused)},
+                     build_flags={"plan_ops": info["n_ops"], "plan_key": plan_file.sha256[:12],
+                                  "build_s": round(build_s, 3)},
+                     sizes={"runtime": binary.size, "code": 0, "weights": plan_file.size})
+
+
+def build(model_path: Path, device: Device, fused: bool,
+          report: Progress) -> tuple[str, list[str], dict[str, Any]]:
+    from farm.routes.custom.cache import cached_plan
+    from farm.routes.custom.executor_build import build_executor
+
+    report("plan", 0.2)
+    plan_path, facts = cached_plan(model_path)
+    report("executor", 0.6)
+    executor = build_executor(device.arch, build_cache_dir() / "artifacts" / "custom")
+    artifacts.register(artifacts.make_artifact(
+        "plan", plan_path, "artifacts", source=artifacts.sha256_file(model_path)))
+    artifacts.register(artifacts.make_artifact(
+        "executor", executor, f"runners/custom-{device.arch}", target=device.arch,
+        name="fk_exec", content_name=False))
+    report("done", 1.0)
+    return f"plan {plan_path.name}, executor {executor.name}", \
+        [str(plan_path), str(executor)], facts
+
+
+def check(forms: ModelForms) -> Verdict:
+    """Whether the lowerer takes the canonical file (op by op, naming the first it cannot)."""
+    import onnx
+
+    from farm.routes.custom.lower import lower
+
+    try:
+        ir = lower(onnx.load(str(forms.canonical_path())))
+    except FarmError as exc:
+        return failure("lower", exc)
+    return {"ok": True, "stage": "lower", "reason": f"{len(ir.ops)} executor ops"}
+
+
+ROUTE = Route("custom", label="custom executor", plan=plan, build=build, check=check,
+              agent={"runners": ["runners/custom_runner.py", "runners/custom-{arch}/fk_exec"],
+                     # the executor picks its kernels at run time: the least it needs
+                     "cpu_features": {"aarch64": ["neon"], "x86_64": []}},
+              runner_files=(),
+              artifact_kinds=("plan", "executor"),
+              record_keys=("plan",))
