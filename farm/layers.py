@@ -20,7 +20,8 @@ import ast
 from pathlib import Path
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "errors", "paths", "categories", "layers"),  # bottom: any layer uses them
+    # bottom: any layer uses them
+    ("__init__", "errors", "paths", "categories", "layers", "source_key"),
     ("artifacts",),            # the registry of what the routes built (for deploy)
     ("inventory",),
     ("transports", "lab"),     # lab creates devices and writes an inventory

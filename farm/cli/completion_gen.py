@@ -4,7 +4,8 @@ so a new subcommand or option completes without anyone remembering to edit a scr
 Contract: `spec(parser) -> Spec` walks the parser: per command path ("_" = top level,
 "bench", "results show") the subcommands, the visible options, what the value of each
 option that takes one completes to, and what positionals complete to. Value kinds: a word
-list (choices), `@devices` (names from the inventory), `@runs` (run ids from the store and
+list (choices; `--routes`: the route registry's keys),
+`@devices` (names from the inventory), `@runs` (run ids from the store and
 "latest"), `@files`, or nothing. `bash_script(spec)` / `zsh_script(spec)` render it. Dynamic
 names come from the hidden `farm __complete devices|runs` (which honours an `--inventory` /
 `--store` already typed on the line), so completion follows the user's own inventory and
@@ -36,6 +37,10 @@ class Spec:
 def _value_kind(action: argparse.Action) -> str:
     if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
         return " ".join(str(c) for c in action.choices)
+    if action.dest == "routes":  # the registry's keys, plugged-in routes included
+        from farm.routes import all_keys
+
+        return " ".join(str(k) for k in all_keys())
     metavar = str(action.metavar or "")
     if action.dest in ("devices", "device") or (metavar == "NAME" and "device" in (
             action.help or "")):

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--variant", default="fp32",
                         help="variant of --model: fp32 | int8-dynamic | int8-qdq | int4")
     parser.add_argument("--routes", default=None,
-                        help="comma list of ort,tvm,custom whose runners and builds to ship "
+                        help="comma list of routes whose runners and builds to ship "
                              "(default: all)")
     parser.add_argument("--all-builds", action="store_true",
                         help="ship every registered build of every model (the whole registry)")

@@ -65,7 +65,11 @@ def _accept_inventory_anywhere(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except FarmError as exc:  # e.g. a route plugin that fails to load (farm.routes)
+        print(f"farm: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

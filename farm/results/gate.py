@@ -23,9 +23,6 @@ Records of one key in one run are pooled (repeats). For each key measured on bot
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -36,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 from scipy.stats import mannwhitneyu
 
+from farm.results import textout
 from farm.results.compare import config_key, group_by, sort_key
 from farm.results.emulation import NOT_COMPARED, WHY, device_label, is_emulated
 
@@ -224,32 +222,24 @@ def headline(result: GateResult) -> str:
 
 
 def format_gate(result: GateResult, fmt: str) -> str:
+    """md / csv / json / jsonl through the one format switch (`farm.results.textout`)."""
     rows = [r.as_dict() for r in result.rows]
-    if fmt == "json":
-        return json.dumps({"base": result.base, "new": result.new,
-                           "max_slowdown_pct": result.max_slowdown * 100.0,
-                           "metric": result.metric, "alpha": result.alpha,
-                           "test": "Mann-Whitney U, one-sided (new slower)",
-                           "passed": result.passed, "regressions": len(result.regressions),
-                           "exit_code": result.exit_code, "rows": rows}, indent=2) + "\n"
-    if fmt == "jsonl":
-        return "".join(json.dumps(r) + "\n" for r in rows)
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, GATE_FIELDS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return buf.getvalue()
+    if fmt in ("json", "jsonl", "csv"):
+        doc = {"base": result.base, "new": result.new,
+               "max_slowdown_pct": result.max_slowdown * 100.0,
+               "metric": result.metric, "alpha": result.alpha,
+               "test": "Mann-Whitney U, one-sided (new slower)",
+               "passed": result.passed, "regressions": len(result.regressions),
+               "exit_code": result.exit_code}
+        return textout.pick(fmt, rows, [textout.Field(k) for k in GATE_FIELDS], doc=doc)
     if fmt == "md":
-        lines = [f"**{headline(result)}**", "",
-                 "| " + " | ".join(label for _, label in _MD_COLUMNS) + " |",
-                 "|" + "|".join("---:" if k in ("threads", "n_base", "n_new", "base_ms",
-                                                 "new_ms", "slowdown_pct", "p_value")
-                                else "---" for k, _ in _MD_COLUMNS) + "|"]
-        lines += ["| " + " | ".join(_cell(r, k).replace("|", "\\|") for k, _ in _MD_COLUMNS)
-                  + " |" for r in result.rows]
-        return "\n".join(lines) + "\n"
+        shown = [{k: _cell(r, k) for k, _ in _MD_COLUMNS} for r in result.rows]
+        fields = [textout.Field(k, label, numeric=k in _MD_NUMERIC) for k, label in _MD_COLUMNS]
+        return f"**{headline(result)}**\n\n" + textout.md_table(shown, fields)
     raise ValueError(f"unknown output format {fmt!r}; use table, md, json, jsonl or csv")
+
+
+_MD_NUMERIC = {"threads", "n_base", "n_new", "base_ms", "new_ms", "slowdown_pct", "p_value"}
 
 
 _STYLE = {REGRESSION: "bold red", SLOWER_NOT_SIGNIFICANT: "yellow", WITHIN_LIMIT: "",

@@ -2,7 +2,7 @@
 
 `cached_plan(model_path) -> (plan_path, facts)`; facts keep what the compile cost
 (`compile_s`), also when later calls find the plan in the cache. A changed plan compiler
-(any file of `farm/routes/custom/`) or a changed model gives a new key; an unchanged one
+(the compiler or any project module it imports) or a changed model gives a new key; an unchanged one
 costs two hashes.
 """
 
@@ -16,13 +16,12 @@ from typing import Any
 
 from farm.artifacts import sha256_file
 from farm.paths import build_cache_dir
+from farm.source_key import source_digest
 
 
 def _compiler_hash() -> str:
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
+    """The plan compiler and every project module it imports (farm.source_key)."""
+    return source_digest("farm.routes.custom.compile")
 
 
 def cached_plan(model_path: Path, *, quant: str | None = None) -> tuple[Path, dict[str, Any]]:

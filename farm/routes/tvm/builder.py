@@ -42,11 +42,10 @@ from farm.paths import build_cache_dir
 from farm.routes.tvm import api, nbits, rewrites
 from farm.routes.tvm.target import cross_compiler, spec_json, target_spec
 from farm.routes.tvm.tuning_db import database_hash, default_database_dir
+from farm.source_key import source_digest
 
 TVM_VARIANTS = "fp32, int8-dynamic, int8-qdq, int4"
 KERNELS_LIB = "model.kernels.so"
-_CODE_FILES = ("api.py", "api_rules.py", "builder.py", "target.py", "nbits.py", "qdq.py",
-               "rewrites.py")
 
 
 @dataclass(frozen=True)
@@ -103,11 +102,9 @@ def _sha256(path: Path) -> str:
 
 
 def _code_hash() -> str:
-    here = Path(__file__).parent
-    digest = hashlib.sha256()
-    for name in _CODE_FILES:
-        digest.update((here / name).read_bytes())
-    return digest.hexdigest()[:16]
+    """The builder's code and every project module it imports (farm.source_key): a change
+    in any of them is a new library."""
+    return source_digest("farm.routes.tvm.builder")[:16]
 
 
 def artifact_key(model_sha: str, spec: dict[str, Any], tvm_version: str, db_hash: str | None,
