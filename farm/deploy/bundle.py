@@ -6,18 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from farm.build.registry import Artifact, make_artifact
+from farm.devices.agent_program import agent_program_file
 from farm.inventory.device import Device
-from farm.paths import agents_dir
-
-AGENT_FILE = "farm_agent.py"
 
 
 def agent_artifact() -> Artifact:
-    """The agent, uploaded under a content-hash name (agent/farm_agent-<sha12>.py)."""
-    local = agents_dir() / AGENT_FILE
-    art = make_artifact("agent", local, "agent", content_name=False)
-    return Artifact("agent", art.local, f"agent/farm_agent-{art.sha256[:12]}.py", art.sha256,
-                    art.size, "any")
+    """The agent, packed with its modules into one file named by its content and uploaded
+    under that name (agent/farm_agent-<sha12>.py, `farm.devices.agent_program`)."""
+    return make_artifact("agent", agent_program_file(), "agent", content_name=False)
 
 
 def bundle_for(device: Device, extra: list[Path] | None = None, *,

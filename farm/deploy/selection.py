@@ -19,7 +19,8 @@ from pathlib import Path
 from farm.build.registry import Artifact, for_target, make_artifact
 from farm.build.routes import ROUTES as REGISTRY
 from farm.build.routes import agent_table_file
-from farm.deploy.bundle import AGENT_FILE, agent_artifact
+from farm.deploy.bundle import agent_artifact
+from farm.devices.agent_program import AGENT_FILE
 from farm.inventory.device import Device
 from farm.paths import REPO_ROOT, agents_dir
 
