@@ -1,9 +1,16 @@
-"""farm on-device agent: one stdlib-only file, Python 3.8+, speaks farm protocol 1.
+"""farm on-device agent: stdlib only, Python 3.8+, speaks farm protocol 1.
 
-Started by the host as `python -u farm_agent-<sha12>.py --workdir W [--holder H]
-[--reap-stale] [--idle-timeout S]`. stdout carries only protocol lines (JSON objects, one per
-line, flushed, at most MAX_LINE_BYTES); logs go to stderr. The protocol is documented in
-farm/protocol/wire.py on the host; the constants below must agree with it.
+The device runs it as one file, `agent/farm_agent-<sha12>.py`: this module with the
+agents/agent_*.py modules it imports packed in (`farm.devices.agent_program`), so agents
+of several farm versions sit side by side, each with its own modules. Started by the host
+as `python -u farm_agent-<sha12>.py --workdir W [--holder H] [--reap-stale] [--idle-timeout
+S]`. stdout carries only protocol lines (JSON objects, one per line, flushed, at most
+MAX_LINE_BYTES); logs go to stderr. The protocol is documented in farm/protocol/wire.py on
+the host; the constants below must agree with it.
+
+The same program, piped to `python -` before or besides any deployed agent, has one-shot
+modes that print one JSON line and exit: `--probe` (`farm devices check`), and deploy's
+`--commit` and `--prune` (MODES: agents/agent_commit.py, agents/agent_prune.py).
 
 What it does:
 - takes the device lock `<workdir>/agent.lock` (flock: the kernel releases it when this
@@ -22,9 +29,8 @@ What it does:
 
 import argparse
 import errno
-import fcntl
 import glob
-import hashlib
+import importlib
 import json
 import os
 import platform
@@ -35,9 +41,16 @@ import sys
 import threading
 import time
 
+from agent_workdir import file_sha256, lock_path, open_lock, try_lock
+
 PROTO = 1
 MAX_LINE_BYTES = 1 << 20
 ROUTE_TABLE = "routes.json"  # under runners/: the routes deploy shipped (host registry)
+# deploy's modes: `--MODE REQUEST_JSON` runs agents/agent_<MODE>.py (imported only then)
+MODES = {"commit": ("PLAN_JSON", "put uploaded files in place after checking their sha256 "
+                                 "(`farm deploy`)"),
+         "prune": ("REQUEST_JSON", "remove what deploy's selection no longer ships, under the "
+                                   "device lock (`farm deploy --prune`)")}
 # farm feature name -> /proc/cpuinfo flag (same names as the inventory; Linux spells AVX-512
 # VNNI `avx512_vnni`, farm/inventory/builtin.py maps the same flags the other way)
 X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "avx512bw",
@@ -124,14 +137,6 @@ class LineReader(object):
 
 
 # ----------------------------------------------------------------------------- facts
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read_text(path, default=None):
     try:
         with open(path) as handle:
@@ -517,22 +522,18 @@ class Agent(object):
 
     # -- device lock -------------------------------------------------------------------
     def lock_path(self):
-        return os.path.join(self.workdir, "agent.lock")
+        return lock_path(self.workdir)
 
     def take_lock(self):
         """True when this agent holds the device lock (reaping a stale holder if asked)."""
-        fd = os.open(self.lock_path(), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock(self.workdir)
         for attempt in range(2):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if try_lock(fd):
                 self.lock_fd = fd
                 previous = self.lock_info()
                 self.write_lock_info()
                 self.clean_start(previous)
                 return True
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
             info = self.lock_info()
             if attempt == 0 and self.args.reap_stale and self.holder_is_stale(info):
                 self.reap(info)
@@ -809,47 +810,6 @@ class Agent(object):
         return None
 
 
-def commit_uploads(workdir, plan):
-    """Device side of an atomic deploy (`farm.deploy.deployer.commit`): `plan` lists
-    {"tmp", "final", "sha256", "mode"?} paths relative to `workdir`. Each uploaded temporary
-    file is hashed; only a matching file is renamed into place (atomic on one filesystem)
-    and recorded in workdir/manifest.json. Prints one JSON object: {"ok": [...], "bad": [...]}.
-    Run as `python - --commit PLAN_JSON --workdir W < farm_agent.py` (before any agent
-    is on the device)."""
-    manifest_path = os.path.join(workdir, "manifest.json")
-    try:
-        with open(manifest_path) as handle:
-            manifest = json.load(handle)
-    except (OSError, ValueError):
-        manifest = {"version": 1, "files": {}}
-    ok, bad = [], []
-    for item in plan:
-        tmp = os.path.join(workdir, item["tmp"])
-        final = os.path.join(workdir, item["final"])
-        try:
-            got = file_sha256(tmp)
-        except OSError as exc:
-            bad.append({"final": item["final"], "error": str(exc)})
-            continue
-        if got != item["sha256"]:
-            os.unlink(tmp)
-            bad.append({"final": item["final"], "error": "sha256 mismatch after upload: "
-                        + got[:12] + " != " + item["sha256"][:12]})
-            continue
-        if item.get("mode"):
-            os.chmod(tmp, int(item["mode"], 8))
-        os.replace(tmp, final)
-        stat = os.stat(final)
-        manifest["files"][item["final"]] = {"sha256": got, "size": stat.st_size,
-                                            "mtime_ns": stat.st_mtime_ns}
-        ok.append(item["final"])
-    tmp_manifest = manifest_path + ".tmp" + str(os.getpid())
-    with open(tmp_manifest, "w") as handle:
-        json.dump(manifest, handle, indent=1, sort_keys=True)
-    os.replace(tmp_manifest, manifest_path)
-    sys.stdout.write(json.dumps({"ok": ok, "bad": bad}) + "\n")
-
-
 def parse_args(argv):
     parser = argparse.ArgumentParser(description="farm on-device agent (protocol %d)" % PROTO)
     parser.add_argument("--workdir", required=True)
@@ -859,12 +819,20 @@ def parse_args(argv):
     parser.add_argument("--idle-timeout", type=float, default=60.0,
                         help="exit after this many seconds without a host line")
     parser.add_argument("--probe-timeout", type=float, default=60.0)
-    parser.add_argument("--probe", action="store_true",
-                        help="print one JSON pre-flight probe and exit (`farm devices check`)")
-    parser.add_argument("--commit", metavar="PLAN_JSON",
-                        help="put uploaded files in place after checking their sha256 "
-                             "(`farm deploy`), print the outcome as JSON and exit")
+    once = parser.add_mutually_exclusive_group()
+    once.add_argument("--probe", action="store_true",
+                      help="print one JSON pre-flight probe and exit (`farm devices check`)")
+    for mode, (metavar, text) in sorted(MODES.items()):
+        once.add_argument("--" + mode, metavar=metavar,
+                          help=text + "; print the outcome as JSON and exit")
     return parser.parse_args(argv)
+
+
+def run_mode(mode, workdir, request):
+    """One mode of MODES: its module's `run(workdir, request)`, answered as one JSON line."""
+    module = importlib.import_module("agent_" + mode)
+    sys.stdout.write(json.dumps(module.run(workdir, request)) + "\n")
+    return 0
 
 
 def probe(workdir):
@@ -880,9 +848,10 @@ def probe(workdir):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.commit is not None:
-        commit_uploads(args.workdir, json.loads(args.commit))
-        return 0
+    for mode in MODES:
+        request = getattr(args, mode)
+        if request is not None:
+            return run_mode(mode, args.workdir, json.loads(request))
     if args.probe:
         sys.stdout.write(json.dumps(probe(args.workdir)) + "\n")
         return 0

@@ -21,8 +21,8 @@ from pathlib import Path
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # bottom: any layer uses them
-    ("__init__", "errors", "paths", "categories", "layers", "source_key"),
-    ("artifacts",),            # the registry of what the routes built (for deploy)
+    ("__init__", "errors", "paths", "categories", "layers"),
+    ("artifacts", "source_key"),  # what the routes built (for deploy); build-key digests
     ("inventory",),
     ("transports", "lab"),     # lab creates devices and writes an inventory
     ("devices",),              # pre-flight check, fan-out over transports

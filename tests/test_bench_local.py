@@ -22,6 +22,7 @@ from farm.inventory.builtin import local_device
 from farm.inventory.device import Device
 from farm.results.run_checks import partial_run_problems
 from farm.results.store import ResultStore
+from farm.routes import ROUTES
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -248,6 +249,8 @@ def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None
 
 # A route that computes wrong numbers (the fault injected: the real custom executor whose
 # outputs file is shifted by 0.5 after it is written) must be `invalid`, whatever its speed.
+# The wrapper runs the executor deploy ships; it is offered first in the route table.
+WRONG_RUNNER = "runners/wrong_outputs.py"
 WRONG_ROUTE = '''
 import json, os, platform, subprocess, sys
 here = os.path.dirname(os.path.abspath(__file__))
@@ -266,11 +269,15 @@ sys.exit(proc.wait())
 '''
 
 
-def test_wrong_outputs_make_the_route_invalid(tmp_path: Path) -> None:
+def test_wrong_outputs_make_the_route_invalid(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     dev = device(tmp_path)
-    runners = Path(dev.workdir) / "runners"
-    runners.mkdir(parents=True)
-    (runners / "custom_runner.py").write_text(WRONG_ROUTE)
+    wrapper = Path(dev.workdir) / WRONG_RUNNER
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(WRONG_ROUTE)
+    # the table deploy ships (runners/routes.json) names the wrapper first: first present wins
+    custom = ROUTES["custom"].agent
+    monkeypatch.setitem(custom, "runners", [WRONG_RUNNER, *custom["runners"]])
     config = BenchConfig(routes=("ort", "custom"), policy=FAST, pause_s=0.0, profile_runs=1,
                          variant="int8-dynamic")
     with ResultStore(tmp_path / "r.sqlite") as store:

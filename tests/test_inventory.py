@@ -165,7 +165,7 @@ def test_cpu_features_from_cpuinfo():
     assert cpu_features(spr, "x86_64") == ("avx512bw", "avx512f", "avx512vnni", "avxvnni")
 
 
-def test_the_agent_reads_cpuinfo_flags_as_the_host_does():
+def test_the_agent_reads_cpuinfo_flags_as_the_host_does(monkeypatch):
     """The agent (on the device, no farm package) keeps its own copy of the flag names: it
     must map every /proc/cpuinfo flag to the same feature as the host's builtin inventory,
     or `devices check` calls a feature the inventory lists missing (as avx512_vnni did)."""
@@ -175,6 +175,7 @@ def test_the_agent_reads_cpuinfo_flags_as_the_host_does():
     from farm.inventory import builtin
 
     path = Path(__file__).resolve().parent.parent / "agents" / "farm_agent.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # its own modules (agents/agent_*.py)
     spec = importlib.util.spec_from_file_location("farm_agent_flags", path)
     assert spec and spec.loader
     agent = importlib.util.module_from_spec(spec)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from farm.devices.agent_program import agent_program
 from farm.errors import AgentError, ProtocolError
 from farm.inventory.builtin import local_device
 from farm.protocol import wire
@@ -32,7 +33,9 @@ def test_agent_constants_agree_with_wire() -> None:
 
 def test_agent_is_python38_syntax() -> None:
     import ast
-    ast.parse(AGENT.read_text(), feature_version=(3, 8))
+    for path in [AGENT, *sorted(AGENT.parent.glob("agent_*.py"))]:
+        ast.parse(path.read_text(), str(path), feature_version=(3, 8))
+    ast.parse(agent_program(), "packed agent", feature_version=(3, 8))  # and its loader
 
 
 def test_round_trip_and_fields() -> None:
@@ -110,8 +113,8 @@ def _session(path: Path, tmp_path: Path) -> AgentSession:
 
 
 def test_host_refuses_agent_of_another_version(tmp_path: Path) -> None:
-    skewed = tmp_path / "farm_agent-skew.py"
-    skewed.write_text(AGENT.read_text().replace("\nPROTO = 1\n", "\nPROTO = 2\n"))
+    skewed = tmp_path / "farm_agent-skew.py"  # packed, as deploy ships it
+    skewed.write_bytes(agent_program().replace(b"\nPROTO = 1\n", b"\nPROTO = 2\n"))
     session = _session(skewed, tmp_path)
     with pytest.raises(AgentError, match=r"agent speaks protocol 2, this farm speaks protocol 1"):
         session.start()

@@ -4,10 +4,11 @@ Per device: (1) one `sh` command creates the directories and returns the device'
 manifest plus size/mtime of the files we expect and of their partial uploads; files whose
 sha256, size and mtime all match the manifest are skipped; (2) the others are uploaded to
 `<name>.part-<sha12>` (a part already there for the same content is continued from its
-size, so an interrupted deploy never re-sends what arrived); (3) the agent's `--commit` mode on the
-device hashes each part and renames it into place only if it matches, updating the
-manifest. Inventory values only ever travel as separate arguments
-(`sh -c SCRIPT sh ARG...`), never pasted into the script.
+size, so an interrupted deploy never re-sends what arrived); (3) the agent's `--commit`
+mode on the device (agents/agent_commit.py, piped with the agent) hashes each part and
+renames it into place only if it matches, updating the manifest. Inventory values only
+ever travel as separate arguments (`sh -c SCRIPT sh ARG...`), never pasted into the
+script.
 
 One connection per device: a caller that goes on to talk to the agent (the bench) passes
 its own transport and keeps it. `stop` (a threading.Event, set on Ctrl-C) ends uploads
@@ -26,9 +27,9 @@ from pathlib import Path, PurePosixPath
 
 from farm.artifacts import Artifact
 from farm.deploy.write_cause import upload_failed
+from farm.devices.agent_program import run_agent_mode
 from farm.errors import DeployError, FarmError, TransportError
 from farm.inventory.device import Device
-from farm.paths import agents_dir
 from farm.transports import Transport, open_transport
 from farm.transports.sftp_upload import UploadInterrupted
 
@@ -217,10 +218,8 @@ def deploy_device(device: Device, artifacts: Sequence[Artifact],
 
 
 def commit(transport: Transport, device: Device, plan: list[dict]) -> dict:
-    # the agent's own commit mode: one sha256 helper on the device side
-    script = (agents_dir() / "farm_agent.py").read_bytes()
-    out = transport.run([device.python, "-", "--commit", json.dumps(plan),
-                         "--workdir", device.workdir], stdin=script, timeout=300, check=False)
+    """The agent's `--commit` mode (agents/agent_commit.py): {"ok": [...], "bad": [...]}."""
+    out = run_agent_mode(transport, device, ["--commit", json.dumps(plan)], timeout=300)
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

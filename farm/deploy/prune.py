@@ -1,6 +1,7 @@
 """`farm deploy --prune`: remove from a device what the current selection no longer ships.
 
-Policy (applied on the device by agents/deploy_prune.py, under the agent's device lock):
+Policy (applied on the device by the agent's `--prune` mode, agents/agent_prune.py, under
+the agent's device lock):
   - only files farm's manifest lists are candidates: a manifest file the selection does not
     ship is removed. Files deploy never wrote (runner outputs in out/, anything a user put
     in the work dir) are never touched;
@@ -19,9 +20,9 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from farm.devices.agent_program import run_agent_mode
 from farm.errors import DeployError, FarmError
 from farm.inventory.device import Device
-from farm.paths import agents_dir
 from farm.transports import Transport, open_transport
 
 PART_AGE_S = 600.0
@@ -51,9 +52,7 @@ def prune_device(device: Device, keep: Iterable[str], *, part_age_s: float = PAR
     link = transport or open_transport(device)
     request = {"keep": sorted(set(keep)), "part_age_s": part_age_s, "dry_run": dry_run}
     try:
-        script = (agents_dir() / "deploy_prune.py").read_bytes()
-        out = link.run([device.python, "-", device.workdir, json.dumps(request)], stdin=script,
-                       timeout=120, check=False)
+        out = run_agent_mode(link, device, ["--prune", json.dumps(request)], timeout=120)
         try:
             answer = json.loads(out.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):

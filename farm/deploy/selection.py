@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from farm.artifacts import Artifact, for_target, make_artifact
-from farm.deploy.bundle import AGENT_FILE, agent_artifact
+from farm.deploy.bundle import agent_artifact
+from farm.devices.agent_program import AGENT_FILE
 from farm.inventory.device import Device
 from farm.paths import REPO_ROOT, agents_dir
 from farm.routes import ROUTES as REGISTRY

@@ -1,9 +1,9 @@
 """`farm devices check`: a pre-flight probe of each device, recorded as JSON.
 
-The agent's `--probe` mode (`agents/farm_agent.py`, piped to the device's own Python as
-`python - --probe`) answers, so a device can be checked before anything is deployed and
-the state read is the same one every bench records. Health rules are explicit thresholds
-below.
+The agent's `--probe` mode (`agents/farm_agent.py`, packed and piped to the device's own
+Python as `python - --probe` by `farm.devices.agent_program`) answers, so a device can be
+checked before anything is deployed and the state read is the same one every bench
+records. Health rules are explicit thresholds below.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from farm.devices.agent_program import run_agent_mode
 from farm.errors import AgentError, FarmError
 from farm.inventory.device import Device
-from farm.paths import agents_dir
 from farm.transports import open_transport
 
 MIN_MEM_AVAILABLE_KB = 256 * 1024
@@ -38,10 +38,8 @@ class CheckResult:
 
 def run_probe(device: Device) -> dict[str, Any]:
     """Pipe the probe to the device's Python and decode its one JSON line."""
-    script = (agents_dir() / "farm_agent.py").read_bytes()
     with open_transport(device) as transport:
-        result = transport.run([device.python, "-", "--probe", "--workdir", device.workdir],
-                               stdin=script, timeout=60, check=False)
+        result = run_agent_mode(transport, device, ["--probe"], timeout=60)
     if not result.ok:
         raise AgentError(
             f"device {device.name!r}: the probe failed under {device.python!r} "

@@ -34,7 +34,7 @@ from farm.lab.device_dir import DeviceDir, spawn_sshd
 from farm.lab.lab import reachable
 from farm.lab.system import cmdline, netns_pids
 
-FARM_PROCESS_NEEDLES = ("farm_agent", "ort_runner", "tvm_runner", "custom_runner", "fk_exec")
+FARM_PROCESS_NEEDLES = ("farm_agent", "ort_runner", "tvm_runner", "fk_exec")
 NFT_TABLE = "farmfault"
 # the ORT route's runner child while it measures (not a deploy command naming the file)
 ORT_RUNNING = "ort_runner.py --request"

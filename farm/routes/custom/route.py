@@ -73,7 +73,7 @@ def check(forms: ModelForms) -> Verdict:
 
 
 ROUTE = Route("custom", label="custom executor", plan=plan, build=build, check=check,
-              agent={"runners": ["runners/custom_runner.py", "runners/custom-{arch}/fk_exec"],
+              agent={"runners": ["runners/custom-{arch}/fk_exec"],
                      # the executor picks its kernels at run time: the least it needs
                      "cpu_features": {"aarch64": ["neon"], "x86_64": []}},
               runner_files=(),
