@@ -88,9 +88,3 @@ class ProtocolError(AgentError):
 
 class StoreError(FarmError):
     """The result store is unreadable, of an unknown schema version, or inconsistent."""
-
-
-class PartialFailure(FarmError):
-    """Some devices failed while others completed; their results are kept (exit code 3)."""
-
-    exit_code = EXIT_PARTIAL

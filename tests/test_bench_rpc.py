@@ -104,6 +104,30 @@ def test_tvm_route_runs_through_a_tracker_session(tmp_path: Path, phone_tracker:
 
 @pytest.mark.tvm
 @pytest.mark.slow
+def test_a_users_file_on_a_tracker_device_builds_the_canonical_file(
+        tmp_path: Path, phone_tracker: int) -> None:
+    """A user's export with dynamic axes: the tracker device's library is built from the
+    front-end's canonical file (bound shapes), the same file the agent path builds, so both
+    devices run the same library key and the record says which shapes were bound. (The RPC
+    path once compiled the raw file.)"""
+    config = BenchConfig(model="corpus:bert-opset11-dynamic@small", seq=8, routes=("tvm",),
+                         policy=FAST, pause_s=0.0, profile_runs=0)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        result = run_bench([rpc_device(tmp_path, phone_tracker), local(tmp_path)], config,
+                           store, "test")
+        recs = {r["device"]: r for r in store.records(result.run_id)}
+    assert set(recs) == {"phone", "local"}
+    for rec in recs.values():
+        assert rec["status"] == "ok", rec["status_detail"]
+        assert rec["build_flags"]["input_shapes"], rec["build_flags"]
+        assert "symbolic_dims" not in rec["build_flags"]
+    assert recs["phone"]["build_flags"]["tvm_key"] == recs["local"]["build_flags"]["tvm_key"]
+    assert recs["phone"]["build_flags"]["input_shapes"] == \
+        recs["local"]["build_flags"]["input_shapes"]
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
 def test_rpc_record_has_a_per_op_profile_by_category(tmp_path: Path,
                                                      phone_tracker: int) -> None:
     """Two repeats share nothing but the estimate; the profile comes after the last one's

@@ -14,7 +14,8 @@ argument to the remote"). So the profile is built from the kernels one by one:
   `MIN_REPEAT_MS`), on fresh inputs of the graph's shapes: weights drawn with their real
   mean and std, other floats N(0, 1), integers 0;
 * per inference, a kernel costs its median (over repeats) ms per call × its calls; the
-  category is the sidecar's, i.e. the SSH TVM route's mapping (`farm.routes.tvm.kernel_category`).
+  category is the sidecar's, i.e. the SSH TVM route's mapping
+  (`farm.routes.tvm.builder.kernel_category`).
 
 The result has the shape of the route runners' `ops` event (categories, total_ms, nodes)
 plus `method` (how the times were obtained), `category_runs` (one {category: ms} per

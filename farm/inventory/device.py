@@ -67,6 +67,3 @@ class Device:
     def has_shell(self) -> bool:
         """Commands run there (so deploy, checks and the agent); a tvm-rpc device has none."""
         return self.kind.commands
-
-    def has_feature(self, feature: str) -> bool:
-        return feature in self.features

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import statistics as pystats
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -212,7 +212,3 @@ def group_records(records: Iterable[Mapping[str, Any]]) -> list[Config]:
         out.append(Config(device, route, model, variant, threads, json.loads(flags_json),
                           tuple(recs)))
     return out
-
-
-def devices_of(configs: Sequence[Config]) -> list[str]:
-    return list(dict.fromkeys(c.device for c in configs))

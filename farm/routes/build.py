@@ -1,7 +1,7 @@
 """`farm build`'s work: build each route's artifacts for one target and register them,
 so `farm deploy` pushes them. The bench builds the same things itself through the same
-functions (`farm.routes.tvm.build_tvm`, `farm.routes.custom`), cached by content, so a
-`farm build` before a bench makes the bench's build step a cache hit.
+functions (`farm.routes.tvm.builder.build_tvm`, `farm.routes.custom.compile`), cached by
+content, so a `farm build` before a bench makes the bench's build step a cache hit.
 """
 
 from __future__ import annotations

@@ -50,13 +50,6 @@ from farm.routes.custom.values import Act, Affine, Const, Embed, Gelu, Input, Li
 QUANTS = {None: None, "fp32": None, "int8": W_I8, "q4_0": W_Q4_0, "int4": W_Q4_0}
 
 
-def _attr(node: onnx.NodeProto, name: str, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
 def _toposort(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     known = {i.name for i in graph.initializer} | {i.name for i in graph.input} | {""}
     pending, order = list(graph.node), []

@@ -1,7 +1,7 @@
 """The TVM route: targets, compilation, default schedules, tuning, the runner, the RPC
 path (api_rpc.py), and the route's description (route.py).
 
-Public:
+Public (import from the module named):
 - `build_tvm(model_path, device, *, fusion=True, tuning_db=None, use_tuning=True,
   progress=None) -> TvmArtifact` (builder.py)
 - `tune_tvm(model_path, device, *, trials, time_budget_s=None, ops=("matmul",),

@@ -48,6 +48,23 @@ def _accumulator_budget(target: Target) -> int:
     return 8
 
 
+def _fuse_epilogues(sch: Any, epilogues: list[Any], outer: Any) -> bool:
+    """Inline an epilogue chain (bias add, scale, GELU) into its last block, then that block
+    into the accumulator write-back of each tile (or at the tile loop when it cannot be
+    inlined); False when the chain cannot be inlined (the rule then does not apply)."""
+    for b in epilogues[:-1]:
+        try:
+            sch.compute_inline(b.block_rv)
+        except Exception:  # TVM raises its own ScheduleError subclasses
+            return False
+    if epilogues:
+        try:
+            sch.reverse_compute_inline(epilogues[-1].block_rv)
+        except Exception:
+            sch.reverse_compute_at(epilogues[-1].block_rv, outer, preserve_unit_loops=True)
+    return True
+
+
 def _largest_divisor(extent: int, candidates: tuple[int, ...]) -> int | None:
     for c in candidates:
         if c <= extent and extent % c == 0:
@@ -161,17 +178,8 @@ class CpuMatmul(CPUScheduleRule):
         sch.reverse_compute_at(acc, outer, preserve_unit_loops=True)
         # epilogue blocks (bias add, scale, GELU): inline the chain into its last block,
         # then that block into the accumulator write-back of each tile
-        epilogues = infos[infos.index(main) + 1:]
-        for b in epilogues[:-1]:
-            try:
-                sch.compute_inline(b.block_rv)
-            except Exception:
-                return None
-        if epilogues:
-            try:
-                sch.reverse_compute_inline(epilogues[-1].block_rv)
-            except Exception:
-                sch.reverse_compute_at(epilogues[-1].block_rv, outer, preserve_unit_loops=True)
+        if not _fuse_epilogues(sch, infos[infos.index(main) + 1:], outer):
+            return None
         sch.unroll(ii)
         sch.vectorize(ji)
         acc_loops = sch.get_loops(acc)
@@ -327,14 +335,8 @@ class CpuMatmulVnni(CPUScheduleRule):
         # in registers
         acc = sch.cache_write(main.block_rv, 0, "global")
         sch.reverse_compute_at(acc, outer, preserve_unit_loops=True)
-        epilogues = infos[infos.index(main) + 1:]
-        for b in epilogues[:-1]:
-            sch.compute_inline(b.block_rv)
-        if epilogues:
-            try:
-                sch.reverse_compute_inline(epilogues[-1].block_rv)
-            except Exception:
-                sch.reverse_compute_at(epilogues[-1].block_rv, outer, preserve_unit_loops=True)
+        if not _fuse_epilogues(sch, infos[infos.index(main) + 1:], outer):
+            return None
         init = sch.decompose_reduction(main.block_rv, ko)
         sch.tensorize(j16, intrin)
         sch.unroll(ii)

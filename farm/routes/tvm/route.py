@@ -1,4 +1,4 @@
-"""tvm – `farm.routes.tvm.build_tvm` compiles the front-end's canonical file (a 4-bit file's
+"""tvm – `farm.routes.tvm.builder.build_tvm` compiles the front-end's canonical file (a 4-bit file's
 MatMulNBits dequantised: TVM has no importer for it) for the device's target (cached by
 content), deployed as `artifacts/<sha12>-tvm-<key12>.so` plus its sidecar `<lib>.json`;
 the runtime-only runner (`build_runner(arch)`) goes to `runners/tvm-<arch>/`. The unfused
