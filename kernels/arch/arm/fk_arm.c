@@ -25,6 +25,9 @@ typedef float32x4_t vf;
 #define vhsum vaddvq_f32
 #define vhmax vmaxvq_f32
 #define vround vrndnq_f32
+typedef int32x4_t vi; /* int32 lanes: the int8 driver dequantises its tile with these */
+#define vi_load vld1q_s32
+#define vcvt_f vcvtq_f32_s32
 
 /* Round to nearest even (as nearbyintf), saturate, store VL int8. */
 static inline void vstore_i8(int8_t *p, vf v) {
@@ -97,49 +100,7 @@ static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_
 }
 #endif
 
-void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
-    if (m1 <= m0 || n1 <= n0) return;
-    const int ng = FK_K4(g->K) / 4, nmb = (m1 - m0 + I8_MR - 1) / I8_MR;
-    uint32_t *ap = (uint32_t *)FK_FN(tls_floats)((size_t)nmb * I8_MR * ng);
-    for (int mb = 0; mb < nmb; mb++) {
-        const uint8_t *src[I8_MR];
-        for (int i = 0; i < I8_MR; i++) {
-            int row = m0 + mb * I8_MR + i;
-            if (row >= m1) row = m1 - 1; /* padding rows repeat a real one; results dropped */
-            src[i] = (const uint8_t *)g->aq + (size_t)row * g->lda;
-        }
-        uint32_t *dst = ap + (size_t)mb * ng * I8_MR;
-        for (int q = 0; q < ng; q++)
-            for (int i = 0; i < I8_MR; i++) memcpy(&dst[q * I8_MR + i], src[i] + 4 * q, 4);
-    }
-    int32_t tile[I8_MR * FK_NR];
-    const int fuse = FK_FN(epi_in_regs)(g);
-    for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
-        const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
-        const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
-        float ws[FK_NR];
-        for (int j = 0; j < FK_NR; j++) ws[j] = j < nc ? g->w_scale[col + j] : 0.0f;
-        float bt[FK_NR];
-        FK_FN(bias_tile)(g, col, nc, bt);
-        for (int mb = 0; mb < nmb; mb++) {
-            const int m = m0 + mb * I8_MR, mr = m1 - m < I8_MR ? m1 - m : I8_MR;
-            ukernel_i8(ng, ap + (size_t)mb * ng * I8_MR, b, tile);
-            for (int i = 0; i < mr; i++) {
-                float *c = g->c + (size_t)(m + i) * g->ldc + col, out[FK_NR];
-                const float32x4_t sa = vdupq_n_f32(g->a_scale[m + i]);
-                for (int j = 0; j < FK_NR; j += 4)
-                    vst1q_f32(out + j, vmulq_f32(vmulq_f32(vcvtq_f32_s32(vld1q_s32(tile + i * FK_NR + j)), sa), vld1q_f32(ws + j)));
-                if (fuse)
-                    for (int j = 0; j < FK_NR; j += VL) {
-                        vf v = vadd(vload(out + j), vload(bt + j));
-                        vstore(out + j, FK_FN(epi_act)(g->epi, v));
-                    }
-                memcpy(c, out, sizeof(float) * nc);
-                if (!fuse) FK_FN(epilogue_row)(g, c, m + i, col, nc);
-            }
-        }
-    }
-}
+#include "../../common/fk_i8_driver.inc"
 
 /* 4-bit GEMM on fk_panel_q4_0: per 32-k block and 4-k group, 4 vectors of the panel's nibbles
  * are unpacked in registers to int8 (q - 8) and dotted with the Q8_0 activations (SDOT, or

@@ -283,9 +283,10 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
     _tile_release();
 }
 #else
-/* int8 GEMM on weights packed in 4-k groups (fk_pack_b_i8). AVX-512 VNNI: vpdpbusd with A
- * made unsigned (+128) and the 128 * column-sum correction subtracted before scaling. AVX2:
- * vpmaddubsw on |a| and sign(w, a) (no saturation: |a|, |w| <= 127), then vpmaddwd. */
+/* int8 GEMM on weights packed in 4-k groups (fk_pack_b_i8). AVX-512 VNNI: vpdpbusd with the
+ * weights made unsigned (+128) and 128 * the row's sum of A subtracted before scaling. AVX2:
+ * vpmaddubsw on |a| and sign(w, a) (no saturation: |a|, |w| <= 127), then vpmaddwd, under the
+ * packed-A driver shared with arm (common/fk_i8_driver.inc). */
 #if defined(__AVX512VNNI__)
 /* VNNI: 8 rows x 32 columns (two adjacent weight panels) in 16 zmm accumulators, the epilogue
  * on the accumulators. vpdpbusd multiplies unsigned by signed bytes and broadcasts only its
@@ -399,7 +400,6 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
 #else
 #define I8_MR 4
 #define I8_NP 1
-#define I8_XOR 0u
 static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_t *c) {
     __m256i acc[I8_MR][2];
     const __m256i ones = _mm256_set1_epi16(1);
@@ -418,61 +418,7 @@ static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_
         _mm256_storeu_si256((__m256i *)(c + i * FK_NR + 8), acc[i][1]);
     }
 }
-static void colsum_i8(int ng, const int8_t *b, int32_t *cs) {
-    (void)ng, (void)b;
-    memset(cs, 0, sizeof(int32_t) * FK_NR);
-}
-
-void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
-    if (m1 <= m0 || n1 <= n0) return;
-    const int ng = FK_K4(g->K) / 4, nmb = (m1 - m0 + I8_MR - 1) / I8_MR;
-    uint32_t *ap = (uint32_t *)FK_FN(tls_floats)((size_t)nmb * I8_MR * ng);
-    for (int mb = 0; mb < nmb; mb++) { /* A packed once, 4 k's per word, I8_MR rows per group */
-        const uint8_t *src[I8_MR];
-        for (int i = 0; i < I8_MR; i++) {
-            int row = m0 + mb * I8_MR + i;
-            if (row >= m1) row = m1 - 1; /* padding rows repeat a real one; results dropped */
-            src[i] = (const uint8_t *)g->aq + (size_t)row * g->lda;
-        }
-        uint32_t *dst = ap + (size_t)mb * ng * I8_MR;
-        for (int q = 0; q < ng; q++)
-            for (int i = 0; i < I8_MR; i++) {
-                uint32_t w;
-                memcpy(&w, src[i] + 4 * q, 4);
-                dst[q * I8_MR + i] = w ^ I8_XOR;
-            }
-    }
-    int32_t tile[I8_MR * FK_NR], cs[FK_NR];
-    const int fuse = FK_FN(epi_in_regs)(g);
-    for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
-        const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
-        const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
-        colsum_i8(ng, b, cs);
-        float ws[FK_NR];
-        for (int j = 0; j < FK_NR; j++) ws[j] = j < nc ? g->w_scale[col + j] : 0.0f;
-        float bt[FK_NR];
-        FK_FN(bias_tile)(g, col, nc, bt);
-        for (int mb = 0; mb < nmb; mb++) {
-            const int m = m0 + mb * I8_MR, mr = m1 - m < I8_MR ? m1 - m : I8_MR;
-            ukernel_i8(ng, ap + (size_t)mb * ng * I8_MR, b, tile);
-            for (int i = 0; i < mr; i++) {
-                float *c = g->c + (size_t)(m + i) * g->ldc + col, out[FK_NR];
-                const vf sa = vset1(g->a_scale[m + i]);
-                for (int j = 0; j < FK_NR; j += VL) {
-                    vi t = vi_sub(vi_load(tile + i * FK_NR + j), vi_load(cs + j));
-                    vstore(out + j, vmul(vmul(vcvt_f(t), sa), vload(ws + j)));
-                }
-                if (fuse)
-                    for (int j = 0; j < FK_NR; j += VL) {
-                        vf v = vadd(vload(out + j), vload(bt + j));
-                        vstore(out + j, FK_FN(epi_act)(g->epi, v));
-                    }
-                memcpy(c, out, sizeof(float) * nc);
-                if (!fuse) FK_FN(epilogue_row)(g, c, m + i, col, nc);
-            }
-        }
-    }
-}
+#include "../../common/fk_i8_driver.inc"
 #endif /* __AVX512VNNI__ */
 #endif /* __AMX_INT8__ */
 
