@@ -48,21 +48,40 @@ def _accumulator_budget(target: Target) -> int:
     return 8
 
 
-def _fuse_epilogues(sch: Any, epilogues: list[Any], outer: Any) -> bool:
-    """Inline an epilogue chain (bias add, scale, GELU) into its last block, then that block
-    into the accumulator write-back of each tile (or at the tile loop when it cannot be
-    inlined); False when the chain cannot be inlined (the rule then does not apply)."""
-    for b in epilogues[:-1]:
-        try:
-            sch.compute_inline(b.block_rv)
-        except Exception:  # TVM raises its own ScheduleError subclasses
-            return False
+def _tile_write_back(sch: Any, main: Any, infos: list[Any], outer: Any,
+                     scope: str) -> Any | None:
+    """The accumulator tile (`scope`) written back per tile of the parallel `outer` loop,
+    with the epilogue blocks after `main` (bias add, scale, GELU) fused into it: the chain
+    inlined into its last block, that block into the write-back (or computed at the tile
+    loop when it cannot be inlined). None when the chain cannot be inlined: the rule then
+    does not apply."""
+    acc = sch.cache_write(main.block_rv, 0, scope)
+    sch.reverse_compute_at(acc, outer, preserve_unit_loops=True)
+    epilogues = infos[infos.index(main) + 1:]
+    if not _inline_all_but_last(sch, epilogues):
+        return None
     if epilogues:
         try:
             sch.reverse_compute_inline(epilogues[-1].block_rv)
         except Exception:
             sch.reverse_compute_at(epilogues[-1].block_rv, outer, preserve_unit_loops=True)
+    return acc
+
+
+def _inline_all_but_last(sch: Any, blocks: list[Any]) -> bool:
+    """Inline every block but the last into its consumer; False when one cannot be."""
+    for b in blocks[:-1]:
+        try:
+            sch.compute_inline(b.block_rv)
+        except Exception:  # TVM raises its own ScheduleError subclasses
+            return False
     return True
+
+
+def _vectorize_innermost(sch: Any, block: Any) -> None:
+    loops = sch.get_loops(block)
+    if len(loops) > 1:
+        sch.vectorize(loops[-1])
 
 
 def _largest_divisor(extent: int, candidates: tuple[int, ...]) -> int | None:
@@ -174,17 +193,12 @@ class CpuMatmul(CPUScheduleRule):
         sch.reorder(*spatial[: n_s - 2], io, jo, k, ii, ji)
         outer = sch.fuse(*spatial[: n_s - 2], io, jo)
         sch.parallel(outer)
-        acc = sch.cache_write(main.block_rv, 0, "local")
-        sch.reverse_compute_at(acc, outer, preserve_unit_loops=True)
-        # epilogue blocks (bias add, scale, GELU): inline the chain into its last block,
-        # then that block into the accumulator write-back of each tile
-        if not _fuse_epilogues(sch, infos[infos.index(main) + 1:], outer):
+        acc = _tile_write_back(sch, main, infos, outer, "local")
+        if acc is None:
             return None
         sch.unroll(ii)
         sch.vectorize(ji)
-        acc_loops = sch.get_loops(acc)
-        if len(acc_loops) > 1:
-            sch.vectorize(acc_loops[-1])
+        _vectorize_innermost(sch, acc)
         # decompose last: vectorize needs the block to still be a complete reduction
         init = sch.decompose_reduction(main.block_rv, k)
         sch.vectorize(sch.get_loops(init)[-1])
@@ -333,18 +347,15 @@ class CpuMatmulVnni(CPUScheduleRule):
         # "global": the intrinsic's accumulator buffer is declared in global scope and
         # tensorize matches scopes; the tile-sized buffer is still a stack array LLVM keeps
         # in registers
-        acc = sch.cache_write(main.block_rv, 0, "global")
-        sch.reverse_compute_at(acc, outer, preserve_unit_loops=True)
-        if not _fuse_epilogues(sch, infos[infos.index(main) + 1:], outer):
+        acc = _tile_write_back(sch, main, infos, outer, "global")
+        if acc is None:
             return None
         init = sch.decompose_reduction(main.block_rv, ko)
         sch.tensorize(j16, intrin)
         sch.unroll(ii)
         sch.unroll(jv)
         sch.vectorize(sch.get_loops(init)[-1])
-        acc_loops = sch.get_loops(acc)
-        if len(acc_loops) > 1:
-            sch.vectorize(acc_loops[-1])
+        _vectorize_innermost(sch, acc)
         return sch
 
 
@@ -358,11 +369,8 @@ class CpuInjective(CPUScheduleRule):
         infos = normalize_prim_func(sch)
         if not infos or not all(b.is_injective() for b in infos):
             return None
-        for b in infos[:-1]:
-            try:
-                sch.compute_inline(b.block_rv)
-            except Exception:
-                return None
+        if not _inline_all_but_last(sch, infos):
+            return None
         last = infos[-1].block_rv
         loops = sch.get_loops(last)
         if not loops:
@@ -513,11 +521,8 @@ class CpuScalar(CPUScheduleRule):
         infos = normalize_prim_func(sch)
         if not infos or any(sch.get_loops(b.block_rv) for b in infos):
             return None
-        for b in infos[:-1]:
-            try:
-                sch.compute_inline(b.block_rv)
-            except Exception:
-                return None
+        if not _inline_all_but_last(sch, infos):
+            return None
         return sch
 
 
