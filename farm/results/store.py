@@ -28,12 +28,12 @@ missing columns added, version bumped, one transaction). Columns are named in ev
 so their order in the file does not matter.
 
 A full (or failing) disk is not damage: every SQLite error caused by the disk becomes
-`StoreDiskError` (`farm.results.disk` tells the two apart), one line naming the file system and what to free
-(`farm.paths.host_write_failure`), whether it happens when opening (SQLite cannot grow its
-`-shm`/`-wal` files) or writing. A reader (`create=False`) then still reads an intact
-store, opened immutable. A bench writes through `farm.results.keeper`, which sends what
-the disk refuses to the spill file beside the store (`farm.results.spill`); the next open
-with room replays that file into the store.
+`StoreDiskError` (`farm.results.disk` tells the two apart), one line naming the file
+system and what to free (`farm.paths.host_write_failure`), whether it happens when opening
+(SQLite cannot grow its `-shm`/`-wal` files) or writing. A reader (`create=False`) then
+still reads an intact store, opened immutable. A bench writes through
+`farm.results.keeper`, which sends what the disk refuses to the spill file beside the
+store (`farm.results.spill`); the next open with room replays that file into the store.
 
 Damage: a store damaged inside the file still opens; a query that meets a damaged page
 raises StoreError saying the store is damaged and pointing at `farm results check` (names
