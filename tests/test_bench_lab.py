@@ -149,9 +149,10 @@ def test_second_bench_on_a_busy_device_fails_clearly(lab: Any, tmp_path: Path) -
     assert measuring.wait(60)
     second = run_bench(devices(lab, "lab1"), BenchConfig(policy=QUICK, profile_runs=1),
                        store, "b")
-    assert second.exit_code == 3
+    assert second.exit_code == 1 and second.refused  # a refusal stores no run
     status, detail = second.devices["lab1"]
     assert status == "failed" and "busy: held by farm bench" in detail
+    assert second.run_id == "" and len(store.runs()) == 1
     assert first.wait(60)
     assert first.finish().status == "ok"
     store.close()

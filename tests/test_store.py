@@ -200,7 +200,8 @@ def test_records_survive_a_crash(tmp_path: Path) -> None:
     assert proc.returncode == 9, proc.stderr
     with ResultStore(path) as s:
         assert [r["route"] for r in s.records()] == ["ort", "tvm"]
-        assert s.runs()[0].status == "running"
+        # its writer died without finishing it: found on this open (tests/test_host_faults.py)
+        assert s.runs()[0].status == "interrupted"
         assert s.integrity_check().ok
 
 

@@ -2,8 +2,12 @@
 running `agents/farm_agent.py`.
 
 open = the host-side lease on the device (`farm.bench.lease`); plan = `plan_route`; start =
-deploy the agent, runners, model, inputs and the plans' artifacts in one bundle, then start
-the agent session, whose hello says which routes the device can run; a repeat = one
+wait until no other controller's agent holds the device (`farm.bench.device_lock`), deploy
+the agent, runners, model, inputs and the plans' artifacts in one bundle, then start the
+agent session, whose hello says which routes the device can run (an agent refusing with
+"device busy" — another controller got in first — is retried the same way); both waits
+share the `--lock-wait` budget with the host-side lease, and a device still held after it
+is `LeaseBusy`; a repeat = one
 `run_route` request (fresh runner process) with the files to verify; outputs = the
 runner's FTNS file fetched back over the transport.
 """
@@ -11,7 +15,9 @@ runner's FTNS file fetched back over the transport.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -20,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from farm.bench import device_lock
 from farm.bench.backend import Emit, OutputsUnavailable, RouteError
 from farm.bench.config import BenchConfig
 from farm.bench.lease import DeviceLease
@@ -27,7 +34,7 @@ from farm.bench.plan import plan_route
 from farm.bench.prepare import Prepared, agent_artifact, device_bundle
 from farm.bench.records import RouteOutcome
 from farm.deploy import deploy_device
-from farm.errors import DeployError, FarmError
+from farm.errors import AgentError, DeployError, FarmError
 from farm.inventory.device import Device
 from farm.models import ftns_module
 from farm.protocol.session import AgentSession, RouteFailed
@@ -53,15 +60,22 @@ class AgentBackend:
         self.plans: dict[RouteKey, RoutePlan] = {}
         self._lease: DeviceLease | None = None
         self._tmp: Path | None = None  # made by the first outputs(), removed by close()
+        self._lock_deadline = 0.0  # monotonic end of the --lock-wait budget (set by open)
 
     def unavailable(self, route_keys: list[RouteKey]) -> dict[RouteKey, str]:
         return {}  # the agent's hello says, after start()
 
     def open(self) -> None:
         self.emit("phase", phase="lease")
+        self._lock_deadline = time.monotonic() + self.config.lock_wait_s
         lease = DeviceLease(self.device.name, self.run_id)
-        lease.acquire(self.config.lock_wait_s)
+        lease.acquire(self.config.lock_wait_s, stop=self.stop, on_wait=self._waiting)
         self._lease = lease
+
+    def _waiting(self, who: str) -> None:
+        left = max(0.0, self._lock_deadline - time.monotonic())
+        self.emit("warning", message=f"device busy, waiting up to {left:.0f} s more "
+                                     f"(--lock-wait): {who}")
 
     def plan(self, route_key: RouteKey) -> RoutePlan:
         self.plans[route_key] = plan_route(route_key, self.device, self.prepared)
@@ -69,20 +83,33 @@ class AgentBackend:
 
     def start(self, plans: dict[RouteKey, RoutePlan]) -> dict[RouteKey, str]:
         bundle = device_bundle(self.device, self.prepared, plans.values())
-        self.emit("phase", phase="deploy")
         # one SSH connection per device: the deploy's, kept for the agent session
         self.transport = open_transport(self.device)
+        self.emit("phase", phase="lease")  # the device side of it: another controller's agent
+        waiter = device_lock.Waiter(self.device, self._lock_deadline, self.stop, self._waiting)
+        device_lock.wait_free(self.transport, self.device, waiter)
+        self.emit("phase", phase="deploy")
         result = deploy_device(self.device, bundle, transport=self.transport, stop=self.stop)
         if not result.ok:
             raise DeployError(result.error or "deploy failed")
         agent = agent_artifact(bundle)
         self.emit("phase", phase="agent")
-        self.session = AgentSession(
-            self.transport, f"{self.device.workdir}/{agent.remote}",
-            expected_sha256=agent.sha256, holder=f"farm bench {self.run_id}",
-            dead_after_s=self.config.link_timeout_s, idle_timeout_s=self.config.link_timeout_s,
-            ping_interval_s=min(3.0, self.config.link_timeout_s / 5))
-        self.hello = self.session.start()
+        while True:
+            self.session = AgentSession(
+                self.transport, f"{self.device.workdir}/{agent.remote}",
+                expected_sha256=agent.sha256,
+                # what a waiting controller is shown
+                holder=f"farm bench {self.run_id} (pid {os.getpid()} on {socket.gethostname()})",
+                dead_after_s=self.config.link_timeout_s,
+                idle_timeout_s=self.config.link_timeout_s,
+                ping_interval_s=min(3.0, self.config.link_timeout_s / 5))
+            try:
+                self.hello = self.session.start()
+                break
+            except AgentError as exc:
+                if device_lock.BUSY_WORDS not in exc.message:
+                    raise
+                waiter.pause(device_lock.holder_of_refusal(exc.message))
         missing: dict[str, str] = {}
         for route in plans:
             cap = self._capability(route)

@@ -1,10 +1,13 @@
 """The bench scheduler: one device's part of a bench, run in its own thread.
 
-Life cycle: `DeviceRun(device, prepared, run_id, store, emit, stop)`; `run()` never raises:
-it ends with `status` one of ok | partial (a route failed, the device went on) | failed
-(the device was lost or never reached; `detail` says why) | interrupted, and every finished
-route's record already in the store. `abort()` (from the UI thread on Ctrl-C) ends the
-backend's running repeat (the agent kills its runner and exits).
+Life cycle: `DeviceRun(device, prepared, run_id, keeper, emit, stop)`; `run()` never
+raises: it ends with `status` one of ok | partial (a route failed, the device went on) |
+failed (the device was lost or never reached; `detail` says why) | interrupted, and every
+finished route's record already in the store (or kept by `farm.results.keeper` when the
+host's disk refused it). A device another bench holds past `--lock-wait` (`LeaseBusy`)
+is `refused`: failed, with no record at all (a refusal stores nothing). `abort()` (from
+the UI thread on Ctrl-C) ends the backend's running repeat (the agent kills its runner and
+exits).
 
 The scheduler owns the order of things; a backend (`farm.bench.backend`: the agent over a
 transport, or TVM RPC for a `tvm-rpc` device) does the device's side, a `Recorder`
@@ -28,6 +31,7 @@ from typing import Any
 from farm.bench.agent_backend import AgentBackend
 from farm.bench.backend import Backend, Emit, Interrupted, OutputsUnavailable, RouteError
 from farm.bench.config import BenchConfig
+from farm.bench.lease import LeaseBusy
 from farm.bench.prepare import Prepared
 from farm.bench.recorder import Recorder
 from farm.bench.records import RouteOutcome
@@ -35,9 +39,9 @@ from farm.bench.rpc_backend import RpcBackend
 from farm.errors import BuildError, FarmError
 from farm.inventory.device import Device
 from farm.results.emulation import record_emulated
+from farm.results.keeper import Keeper
 from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE, unfinished_rounds
 from farm.results.stats import interleaved_order
-from farm.results.store import ResultStore
 from farm.routes import RouteKey, RoutePlan, key_of_record
 
 __all__ = ["KEPT", "DeviceRun", "Interrupted", "state_summary"]
@@ -68,10 +72,15 @@ def remaining_order(order: list[RouteKey], left: dict[RouteKey, int]) -> list[Ro
     return kept
 
 
+def _one_line(exc: FarmError) -> str:
+    """The whole message, hint included: the next step must reach the summary."""
+    return " — ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
 class DeviceRun:
     """See module docstring."""
 
-    def __init__(self, device: Device, prepared: Prepared, run_id: str, store: ResultStore,
+    def __init__(self, device: Device, prepared: Prepared, run_id: str, keeper: Keeper,
                  emit: Emit, stop: threading.Event,
                  prior: list[dict[str, Any]] | None = None) -> None:
         self.device = device
@@ -79,7 +88,8 @@ class DeviceRun:
         self.stop = stop
         self.status = "pending"
         self.detail = ""
-        self.recorder = Recorder(device, prepared, run_id, store, self.emit, prior)
+        self.refused = False  # never got the device (LeaseBusy): nothing stored for it
+        self.recorder = Recorder(device, prepared, run_id, keeper, self.emit, prior)
         self.backend: Backend = (
             # no shell and no agent there: the TVM routes run through tracker sessions
             RpcBackend(device, prepared, self.emit, self.check_stop)
@@ -127,6 +137,12 @@ class DeviceRun:
                 self.recorder.restore_partial()
         except Interrupted:
             self.status, self.detail = "interrupted", "stopped by Ctrl-C"
+        except LeaseBusy as exc:
+            self.refused = True
+            if self.stop.is_set():
+                self.status, self.detail = "interrupted", "stopped by Ctrl-C"
+            else:
+                self.status, self.detail = "failed", _one_line(exc)
         except FarmError as exc:
             if self.stop.is_set():
                 self.status, self.detail = "interrupted", "stopped by Ctrl-C"
@@ -232,9 +248,8 @@ class DeviceRun:
     # -- failure and end -----------------------------------------------------------------
     def _device_failed(self, exc: BaseException) -> None:
         self.status = "failed"
-        # the whole message, hint included: the next step must reach the summary
         self.detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, FarmError) \
-            else " — ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            else _one_line(exc)
         self.recorder.device_failed(self.detail, self._left(), self.current, self.outcomes,
                                     self.plans)
 

@@ -4,6 +4,9 @@ sizes, drift, the record itself, and the bookkeeping of a resumed run.
 Life cycle: one `Recorder` per device and bench, fed by the scheduler
 (`farm.bench.device_run`); every stored record is also announced through `emit`
 (`route_done`). It never talks to a device: the backend fetched the outputs already.
+It writes through the bench's `Keeper` (`farm.results.keeper`): a record the host's disk
+refuses goes to the spill file, or stays in memory for the CLI to print, and a `warning`
+event says where it went.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from farm.bench.quant_rule import judge_against_reference
 from farm.bench.records import RouteOutcome, make_record
 from farm.errors import FarmError
 from farm.inventory.device import Device
+from farm.results.keeper import MEMORY, SPILL, Keeper
 from farm.results.schema import (
     FAILED,
     OK,
@@ -30,20 +34,19 @@ from farm.results.schema import (
     unfinished_rounds,
 )
 from farm.results.stats import drift_flags
-from farm.results.store import ResultStore
 from farm.routes import ROUTES, RouteKey, RoutePlan, key_of_record
 
 
 class Recorder:
     """See module docstring."""
 
-    def __init__(self, device: Device, prepared: Prepared, run_id: str, store: ResultStore,
+    def __init__(self, device: Device, prepared: Prepared, run_id: str, keeper: Keeper,
                  emit: Emit, prior: list[dict[str, Any]] | None = None) -> None:
         self.device = device
         self.prepared = prepared
         self.config: BenchConfig = prepared.config
         self.run_id = run_id
-        self.store = store
+        self.keeper = keeper
         self.emit = emit
         self.hello: dict[str, Any] | None = None  # the device's hello, once it said it
         self.written: list[dict[str, Any]] = []  # stored records of this device
@@ -90,18 +93,28 @@ class Recorder:
             accuracy=accuracy, drift=drift,
             build_flags=flags, sizes=self._sizes(plan, out),
             rounds=out.rounds(self.config.repeats, stopped) if out is not None else None)
-        stored = self.store.add(record)
+        stored, where = self.keeper.keep(record)
+        if where in (SPILL, MEMORY):
+            self._tell_kept(route, where)
         self.written.append(stored)
         old = [r for r in self.prior if key_of_record(r) == route and not is_superseded(r)
                and (r["status"] == FAILED or unfinished_rounds(r))]
         if old:  # resume: the earlier failure or unfinished rounds are history now
-            self.store.set_status([r["record_id"] for r in old], FAILED,
+            self.keeper.keep_status([r["record_id"] for r in old], FAILED,
                                   f"{SUPERSEDED} {stored['record_id']} (--resume): "
                                   f"{old[0]['status_detail']}")
         self.emit("route_done", route=route, status=status, detail=detail,
                   n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"],
                   drift=list(drift or []))
         return stored
+
+    def _tell_kept(self, route: RouteKey, where: str) -> None:
+        problem = self.keeper.problems[-1] if self.keeper.problems else "the disk refused it"
+        place = (f"kept in {self.keeper.spill_file} (written into the store at its next "
+                 "open with room)" if where == SPILL else
+                 "written nowhere: printed as JSON on stdout at the end of the bench")
+        self.emit("warning", route=route, message=f"{route}: record not stored: {problem}; "
+                                                   f"{place}")
 
     def _sizes(self, plan: RoutePlan | None, out: RouteOutcome | None) -> dict[str, Any]:
         """Bytes the route needs on the device: runtime + compiled code + model weights
@@ -139,12 +152,12 @@ class Recorder:
         # (a resume brings them back to ok when the device finishes its share)
         if finished:
             with contextlib.suppress(FarmError):
-                self.store.set_status(finished, PARTIAL, "finished before the device failed: "
-                                      f"{detail}")
+                self.keeper.keep_status(finished, PARTIAL, "finished before the device "
+                                        f"failed: {detail}")
 
     def restore_partial(self) -> None:
         """Resume completed this device's share: its kept `partial` records are whole."""
         ids = [r["record_id"] for r in self.prior
                if r["status"] == PARTIAL and not unfinished_rounds(r)]
         if ids:
-            self.store.set_status(ids, OK, None)
+            self.keeper.keep_status(ids, OK, None)

@@ -5,7 +5,12 @@ inputs and reference on the host, opens a run in the store, starts one `DeviceRu
 per device) → the caller consumes events until `running()` is false, calling
 `interrupt()` on Ctrl-C → `finish()` closes the run in the store and returns a
 `BenchResult` (run status and exit code: 0 ok, 3 some device failed or a route failed,
-130 interrupted).
+130 interrupted, 1 no run stored: every device was busy past `--lock-wait`, a refusal
+stores no run).
+
+Writes go through one `Keeper` (`farm.results.keeper`): when the host's disk fills up
+mid-run, records go to the spill file beside the store, or stay in memory
+(`BenchResult.unsaved`, for the CLI to print); `BenchResult.records` has them all.
 
 Resume (`resume_run`): the run's stored config is used again (`resume_plan`), routes with
 a kept record (ok, invalid, partial, unavailable) are skipped, the others run again and
@@ -21,6 +26,7 @@ threads; views (`farm.views.live`) turn them into a picture, or into jsonl.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,8 +36,9 @@ from typing import Any
 from farm.bench.config import BenchConfig
 from farm.bench.device_run import DeviceRun
 from farm.bench.prepare import prepare
-from farm.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, StoreError
+from farm.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, StoreError
 from farm.inventory.device import Device
+from farm.results.keeper import MEMORY, Keeper
 from farm.results.schema import is_superseded
 from farm.results.store import ResultStore
 
@@ -40,15 +47,25 @@ Emit = Callable[[dict[str, Any]], None]
 
 @dataclass
 class BenchResult:
-    run_id: str
+    run_id: str                          # "" when no run was stored
     status: str                          # ok | partial | failed | interrupted (run status)
     devices: dict[str, tuple[str, str]]  # name -> (status, detail)
     records: list[dict[str, Any]] = field(default_factory=list)
+    refused: bool = False  # every device was busy past --lock-wait: no run was stored
+    # what the host's disk refused (farm.results.keeper): its messages, the records kept
+    # in the spill file and those written nowhere, and whether the run's end was stored
+    disk_problems: list[str] = field(default_factory=list)
+    spilled: list[dict[str, Any]] = field(default_factory=list)
+    unsaved: list[dict[str, Any]] = field(default_factory=list)
+    spill_file: str = ""
+    end_unsaved: bool = False
 
     @property
     def exit_code(self) -> int:
         if self.status == "interrupted":
             return EXIT_INTERRUPTED
+        if self.refused:
+            return EXIT_ERROR
         return EXIT_OK if self.status == "ok" else EXIT_PARTIAL
 
     def failures(self) -> list[str]:
@@ -64,6 +81,7 @@ class Bench:
         self.devices = list(devices)
         self.config = config
         self.store = store
+        self.keeper = Keeper(store)
         self.command = command
         self.resume_run = resume_run
         self.stop = threading.Event()
@@ -81,6 +99,7 @@ class Bench:
             self.run_id = self.resume_run
             prior = self.store.records(self.run_id)
             check_resumable(self.store, self.run_id, prepared.model.sha256)
+            self.store.claim_run(self.run_id)  # running again, under this process
         else:
             self.run_id = self.store.start_run(self.command, meta={
                 "devices": [d.name for d in self.devices], "model": prepared.model_label,
@@ -93,7 +112,7 @@ class Bench:
               "model": prepared.model_label})
         for device in self.devices:
             mine = [r for r in prior if r["device"] == device.name]
-            run = DeviceRun(device, prepared, self.run_id, self.store, emit, self.stop,
+            run = DeviceRun(device, prepared, self.run_id, self.keeper, emit, self.stop,
                             prior=mine)
             thread = threading.Thread(target=run.run, name=f"bench-{device.name}", daemon=True)
             self.runs.append(run)
@@ -128,13 +147,24 @@ class Bench:
             status = "failed"
         else:
             status = "partial"
-        if self.run_id:
-            self.store.finish_run(self.run_id, status)
+        keeper, refused, end = self.keeper, False, None
+        if status == "ok" and keeper.unsaved():
+            status = "partial"  # measured, but some records are in no store or file
+        if self.run_id and not self.resume_run and self.runs \
+                and all(r.refused for r in self.runs) and not keeper.pending(self.run_id):
+            with contextlib.suppress(StoreError):  # a full disk: it stays, found interrupted
+                refused = self.store.discard_run(self.run_id)
+        run_id = "" if refused else self.run_id
+        if run_id:
+            end = keeper.keep_finish(run_id, status)
         # a record a resume replaced is history (its id is in the new record's detail or
         # rounds), not a result or a failure of this run
-        records = [r for r in self.store.records(self.run_id) if not is_superseded(r)] \
-            if self.run_id else []
-        return BenchResult(self.run_id, status, devices, records)
+        records = [r for r in self.store.records(run_id) + keeper.pending(run_id)
+                   if not is_superseded(r)] if run_id else []
+        return BenchResult(run_id, status, devices, records, refused=refused,
+                           disk_problems=list(keeper.problems), spilled=keeper.spilled(),
+                           unsaved=keeper.unsaved(), spill_file=str(keeper.spill_file),
+                           end_unsaved=end == MEMORY)
 
 
 def resume_plan(store: ResultStore, run: str) -> tuple[str, BenchConfig, list[str]]:

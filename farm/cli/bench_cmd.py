@@ -6,7 +6,10 @@ terminal (a log, CI) one short line per step prints instead, then the table. `--
 only the final records (md/csv: the summary, `--columns all` for every field); progress
 goes to stderr. Exit codes:
 0 all ok, 3 a device or route failed (the rest is kept), 130 Ctrl-C (measured results
-kept, no agent left running), 1 error before anything was measured.
+kept, no agent left running), 1 error before anything was measured (also: every device
+busy past --lock-wait; such a refusal stores no run). When the host's disk fills up
+mid-run, records go to a spill file beside the store, or are printed as JSON lines, so
+nothing measured is lost (`farm.cli.drive.report_kept`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from farm.bench.config import BenchConfig, Policy
-from farm.cli.drive import add_events_option, drive
+from farm.cli.drive import add_events_option, drive, report_kept
 from farm.cli.results_cmd import add_columns_option
 from farm.cli.shape_opts import add_shape_options, shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
@@ -150,6 +153,14 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
            err: Console, store: ResultStore) -> None:
     from farm.results.printers import columns_for, format_records, render_results
 
+    if result.refused:
+        for line in result.failures():
+            err.print(Text(f"farm: {line}", style="red"))
+        why = ("stopped while waiting for a busy device" if result.status == "interrupted"
+               else "every device was busy (see above)")
+        err.print(f"farm: no run stored: {why}; nothing was measured",
+                  markup=False, highlight=False)
+        return
     if not result.run_id:
         return
     try:
@@ -167,6 +178,12 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
     for r in bad:
         err.print(f"farm: {r['device']}/{r['route']}: {r['status']}: {r['status_detail']}",
                   markup=False, highlight=False)
-    err.print(f"farm: run {result.run_id} {result.status}; {len(result.records)} record(s) "
-              f"in {store.path} (`farm results show {result.run_id}`)",
-              markup=False, highlight=False)
+    machine_whole = output in ("json", "jsonl")  # stdout holds every field of each record
+    report_kept(result, err, None if machine_whole else
+                sys.stdout if output == "table" else sys.stderr)
+    spilled, nowhere = len(result.spilled), len(result.unsaved)
+    kept = "".join([f", {spilled} in the spill file" if spilled else "",
+                    f", {nowhere} written nowhere (printed)" if nowhere else ""])
+    err.print(f"farm: run {result.run_id} {result.status}; "
+              f"{len(result.records) - spilled - nowhere} record(s) in {store.path}{kept} "
+              f"(`farm results show {result.run_id}`)", markup=False, highlight=False)

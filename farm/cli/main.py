@@ -6,12 +6,15 @@ and turn the FarmError family into exit codes (0 ok, 1 error, 2 usage, 3 partial
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import sqlite3
 import sys
 from collections.abc import Sequence
 
 from farm import __version__
-from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError
+from farm.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, FarmError
+from farm.paths import host_write_failure, is_host_disk_error, state_dir_path
 
 # subcommand name -> module under farm.cli exposing register(subparsers) and run(args) -> int
 SUBCOMMANDS: dict[str, str] = {
@@ -84,6 +87,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FarmError as exc:
         print(f"farm: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except (OSError, sqlite3.OperationalError) as exc:
+        # a write of the host refused by its disk (a build output, a cache, a state file):
+        # one line naming the file system, never a traceback
+        text = disk_failure(exc)
+        if text is None:
+            raise
+        print(f"farm: error: {text}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def disk_failure(exc: BaseException) -> str | None:
+    """The one-line message for an error the host's disk caused, else None."""
+    if is_host_disk_error(exc):
+        assert isinstance(exc, OSError)
+        path = exc.filename or state_dir_path()
+        return host_write_failure(path, exc.errno, "a file")
+    if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
+        return host_write_failure(state_dir_path(), errno.ENOSPC, "an SQLite file under")
+    return None
 
 
 def entry() -> None:

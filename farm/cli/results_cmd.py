@@ -90,6 +90,9 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def run_list(args: argparse.Namespace) -> int:
     with ResultStore(args.store, create=False) as store:
         runs = store.runs()
+        if store.replayed:
+            print(f"farm: {store.replayed} write(s) kept in {store.path}.spill while the disk "
+                  "was full are now in the store", file=sys.stderr)
     if args.output == "table":
         console().print(render_runs(runs))
     else:

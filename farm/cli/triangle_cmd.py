@@ -29,7 +29,7 @@ from farm.cli.bench_cmd import (
     policy_from,
     session_kwargs,
 )
-from farm.cli.drive import add_events_option, drive
+from farm.cli.drive import add_events_option, drive, report_kept
 from farm.cli.report_cmd import add_report_options, render
 from farm.cli.shape_opts import shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         result = drive(bench, err, args.events)
         for line in result.failures():
             err.print(f"farm: {line}", markup=False, highlight=False)
+        report_kept(result, err, sys.stderr)  # stdout is the report
         if result.run_id and result.records:
             render(store, [result.run_id], args.output, args.html)
             err.print(f"farm: triangle run {result.run_id} {result.status}; "

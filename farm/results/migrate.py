@@ -12,15 +12,20 @@ The function is generic over the field list (the store passes `schema.FIELDS`), 
 field a later change appends is migrated the same way, whatever its position in `FIELDS`:
 the store names its columns in every query, so their order in the table does not matter.
 
+The runs table grows the same way: `run_columns` (name -> SQL type) are added to it
+when missing, in the same transaction; old runs read them as NULL.
+
 Version history (the number in `meta.schema_version`):
   1  the first store.
   2  columns are migrated in place; records may carry fields added after version 1.
+  3  runs name their controller (controller_pid, controller_host, controller_started:
+     `farm.results.controller`), so a run whose bench was killed is found.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from farm.errors import StoreError
@@ -42,9 +47,9 @@ def extra_columns(db: sqlite3.Connection, fields: Sequence[Field]) -> list[str]:
 
 
 def upgrade(db: sqlite3.Connection, path: Path, fields: Sequence[Field], found: int,
-            target: int) -> list[str]:
+            target: int, run_columns: Mapping[str, str] | None = None) -> list[str]:
     """Migrate the store open on `db` (autocommit connection) from version `found` to
-    `target`; returns the names of the columns added. StoreError when it cannot."""
+    `target`; returns the names of the records columns added. StoreError when it cannot."""
     if found < OLDEST_MIGRATABLE:
         raise StoreError(f"result store {path} has schema version {found}, older than any "
                          f"this farm can migrate (oldest: {OLDEST_MIGRATABLE})",
@@ -55,10 +60,14 @@ def upgrade(db: sqlite3.Connection, path: Path, fields: Sequence[Field], found: 
                          f"not know: {extra}",
                          hint="open it with the farm version that wrote it")
     added = missing_columns(db, fields)
+    have_runs = {r[1] for r in db.execute("PRAGMA table_info(runs)")}
+    added_runs = {n: t for n, t in (run_columns or {}).items() if n not in have_runs}
     db.execute("BEGIN IMMEDIATE")
     try:
         for f in added:
             db.execute(f'ALTER TABLE records ADD COLUMN "{f.name}" {SQL_TYPES[f.type]}')
+        for name, sql_type in added_runs.items():
+            db.execute(f'ALTER TABLE runs ADD COLUMN "{name}" {sql_type}')
         db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(target),))
     except BaseException:
         db.execute("ROLLBACK")

@@ -301,7 +301,8 @@ def render_runs(runs: Sequence[Any]) -> Table:
     for k in RUN_COLUMNS:
         table.add_column(k.replace("_", " "), justify="right" if k == "n_records" else "left")
     for r in runs_as_dicts(runs):
-        style = {"ok": "green", "partial": "yellow", "failed": "red"}.get(str(r["status"]), "")
+        style = {"ok": "green", "partial": "yellow", "failed": "red",
+                 "interrupted": "magenta"}.get(str(r["status"]), "")
         table.add_row(*[Text("" if r[k] is None else str(r[k]),
                              style=style if k == "status" else "") for k in RUN_COLUMNS])
     return table

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 2  # history in farm/results/migrate.py
+SCHEMA_VERSION = 3  # history in farm/results/migrate.py
 
 # status values
 OK = "ok"                    # measured, outputs matched

@@ -5,8 +5,12 @@ File: `farm.paths.state_dir() / "results.sqlite"` unless a path is given. Tables
 * `meta(key, value)` – `schema_version` (= `schema.SCHEMA_VERSION`). An older store is
   migrated (below); a newer one, or one of this version whose `records` columns differ
   from `FIELDS` (a field changed without a version bump), is refused with StoreError.
-* `runs(run_id, started_utc, finished_utc, command, status, meta)` – one bench invocation;
-  status "running" until `finish_run` sets ok | partial | failed | interrupted.
+* `runs(run_id, started_utc, finished_utc, command, status, meta, controller_pid,
+  controller_host, controller_started)` – one bench invocation; status "running" until
+  `finish_run` sets ok | partial | failed | interrupted. The controller columns name the
+  process writing it (`farm.results.controller`): a `running` run whose controller died
+  (kill -9) is marked `interrupted` when the store is next opened (its meta says why);
+  `claim_run` (a resume) makes the run running again under the new process.
 * `records(<FIELDS>)` – text -> TEXT, int -> INTEGER, real -> REAL, json -> TEXT
   holding JSON. `records()` returns dicts with the JSON fields parsed.
 
@@ -23,6 +27,14 @@ A store written by an older farm is migrated in place when opened (`farm.results
 missing columns added, version bumped, one transaction). Columns are named in every query,
 so their order in the file does not matter.
 
+A full (or failing) disk is not damage: every SQLite error caused by the disk becomes
+`StoreDiskError` (`farm.results.disk` tells the two apart), one line naming the file
+system and what to free (`farm.paths.host_write_failure`), whether it happens when opening
+(SQLite cannot grow its `-shm`/`-wal` files) or writing. A reader (`create=False`) then
+still reads an intact store, opened immutable. A bench writes through
+`farm.results.keeper`, which sends what the disk refuses to the spill file beside the
+store (`farm.results.spill`); the next open with room replays that file into the store.
+
 Damage: a store damaged inside the file still opens; a query that meets a damaged page
 raises StoreError saying the store is damaged and pointing at `farm results check` (names
 what is unreadable, `farm.results.damage`) and `farm results recover OUT.sqlite` (salvages
@@ -36,6 +48,8 @@ use it as a context manager).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import secrets
 import shlex
@@ -49,9 +63,10 @@ from pathlib import Path
 from typing import Any
 
 from farm.errors import StoreError
-from farm.paths import state_dir
-from farm.results import migrate, provenance
+from farm.paths import host_write_failure, state_dir
+from farm.results import controller, migrate, provenance, spill
 from farm.results.damage import is_damage, scan
+from farm.results.disk import StoreDiskError, connect, disk_errno, intact
 from farm.results.integrity import IntegrityReport, check_store
 from farm.results.schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION
 from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, normalize_record
@@ -61,7 +76,14 @@ SQL_TYPES = {"text": "TEXT", "int": "INTEGER", "real": "REAL", "json": "TEXT"}
 JSON_FIELDS = tuple(f.name for f in FIELDS if f.type == "json")
 COLUMNS_SQL = ", ".join(f'"{n}"' for n in FIELD_NAMES)
 
-__all__ = ["RUN_STATUSES", "IntegrityReport", "ResultStore", "RunInfo", "default_store_path"]
+# the run columns added by schema version 3 (the controller, `farm.results.controller`)
+RUN_CONTROLLER_COLUMNS = {"controller_pid": "INTEGER", "controller_host": "TEXT",
+                          "controller_started": "TEXT"}
+RUNS_COLUMNS = ("run_id", "started_utc", "finished_utc", "command", "status", "meta",
+                *RUN_CONTROLLER_COLUMNS)
+
+__all__ = ["RUN_STATUSES", "IntegrityReport", "ResultStore", "RunInfo", "StoreDiskError",
+           "default_store_path"]
 
 
 def default_store_path() -> Path:
@@ -102,10 +124,12 @@ def records_table_sql(*, if_not_exists: bool = False, link_runs: bool = True) ->
 
 
 def _create_sql() -> list[str]:
+    controller_cols = "".join(f", {n} {t}" for n, t in RUN_CONTROLLER_COLUMNS.items())
     return [
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_utc TEXT NOT NULL, "
-        "finished_utc TEXT, command TEXT NOT NULL, status TEXT NOT NULL, meta TEXT)",
+        f"finished_utc TEXT, command TEXT NOT NULL, status TEXT NOT NULL, meta TEXT"
+        f"{controller_cols})",
         records_table_sql(),
         "CREATE INDEX records_run ON records(run_id)",
     ]
@@ -125,26 +149,60 @@ class ResultStore:
         self.path = Path(path) if path is not None else default_store_path()
         self._lock = threading.RLock()
         self.migrated: list[str] = []  # columns added when this store was opened
+        self.read_only = False  # opened immutable: the disk is full, the file intact
+        self.interrupted: dict[str, str] = {}  # run id -> why (its controller died)
+        self.replayed = 0  # spill entries written into the store when it was opened
         if not create and not self.path.exists():
             raise StoreError(f"no result store at {self.path}",
                              hint="run `farm bench` first, or point --store at a store file")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=30, isolation_level=None, check_same_thread=False,
-            )
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"result store {self.path}: cannot open ({exc})") from exc
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = connect(self.path)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise self._disk_error(exc) or StoreError(
+                f"result store {self.path}: cannot open ({exc})") from exc
         try:
             self._open()
         except BaseException as exc:
             self._db.close()
             if not isinstance(exc, sqlite3.DatabaseError):
                 raise
-            raise StoreError(
-                f"result store {self.path}: cannot be read as SQLite ({exc})",
-                hint="move the file aside and rerun; a new store is created",
-            ) from exc
+            disk = self._disk_error(exc, opening=True)
+            if disk is None:
+                raise StoreError(
+                    f"result store {self.path}: cannot be read as SQLite ({exc})",
+                    hint="move the file aside and rerun; a new store is created",
+                ) from exc
+            if create or not self._open_immutable():
+                raise disk from exc
+        self._settle()
+
+    def _disk_error(self, exc: BaseException, *, opening: bool = False
+                    ) -> StoreDiskError | None:
+        """The one-line StoreDiskError when `exc` is the disk's fault, else None."""
+        err = disk_errno(exc, self.path)
+        if err is None:
+            return None
+        note = ""
+        if opening and self.path.exists():
+            note = ("the file is intact: SQLite needs room for its -wal/-shm to open it"
+                    if intact(self.path) else "the file may also be damaged")
+        return StoreDiskError(host_write_failure(self.path, err, "the result store", note), err)
+
+    def _open_immutable(self) -> bool:
+        """A reader on a full disk: open the file as it is, without the -shm/-wal SQLite
+        cannot create. Only when no committed data waits in the WAL (a closed store)."""
+        wal = Path(f"{self.path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            return False
+        try:
+            self._db = connect(f"file:{self.path}?immutable=1", uri=True)
+            self.read_only = True
+            self._open()
+        except (sqlite3.DatabaseError, StoreError):
+            self._db.close()
+            return False
+        return True
 
     # -- opening -------------------------------------------------------------------------
     def _open(self) -> None:
@@ -165,10 +223,10 @@ class ResultStore:
                              hint="use another path (--store) or move the file aside")
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = row[0] if row else None
-        if version is not None and version.isdigit() and \
+        if version is not None and version.isdigit() and not self.read_only and \
                 migrate.OLDEST_MIGRATABLE <= int(version) < SCHEMA_VERSION:
             self.migrated = migrate.upgrade(self._db, self.path, FIELDS, int(version),
-                                            SCHEMA_VERSION)
+                                            SCHEMA_VERSION, RUN_CONTROLLER_COLUMNS)
             version = str(SCHEMA_VERSION)
         if version != str(SCHEMA_VERSION):
             newer = version is not None and version.isdigit() and int(version) > SCHEMA_VERSION
@@ -188,29 +246,102 @@ class ResultStore:
                 hint="the field list changed without a SCHEMA_VERSION bump; bump it in "
                      "farm/results/schema.py, or move this store aside",
             )
+        run_columns = {r[1] for r in self._db.execute("PRAGMA table_info(runs)")}
+        if not set(RUNS_COLUMNS) <= run_columns:
+            raise StoreError(
+                f"result store {self.path}: runs table lacks "
+                f"{sorted(set(RUNS_COLUMNS) - run_columns)} (schema version {SCHEMA_VERSION})",
+                hint="move this store aside; the farm version that wrote it can read it")
+
+    def _settle(self) -> None:
+        """What opening a store also does: runs whose controller died become
+        `interrupted`, and a spill file left by a full disk is written into the store.
+        Neither may stop the opening: on a disk still full they wait for the next one."""
+        try:
+            with self._reading("reading the runs") as db:
+                rows = db.execute(
+                    "SELECT run_id, controller_pid, controller_host, controller_started, meta "
+                    "FROM runs WHERE status = 'running'").fetchall()
+        except StoreError:
+            return
+        for run_id, pid, host, started, _meta in rows:
+            if controller.is_gone(pid, host, started):
+                self.interrupted[run_id] = (f"its controller (pid {pid} on {host}, started "
+                                            f"{started or '?'}) is gone: killed before it "
+                                            "finished; `farm bench --resume` continues it")
+        if self.read_only:
+            return
+        try:
+            with self._transaction() as db:
+                for run_id, *_, meta in rows:
+                    if run_id in self.interrupted:
+                        full = {**json.loads(meta or "{}"),
+                                "interrupted": self.interrupted[run_id],
+                                "interrupted_found_utc": provenance.utc_now()}
+                        db.execute("UPDATE runs SET status = 'interrupted', meta = ? "
+                                   "WHERE run_id = ? AND status = 'running'",
+                                   (json.dumps(full), run_id))
+            self.replayed = spill.replay(spill.spill_path(self.path), self._apply_spill)
+        except (StoreError, OSError, ValueError):
+            return
+
+    def _apply_spill(self, entries: list[spill.Entry]) -> None:
+        marks = ", ".join("?" * len(FIELDS))
+        with self._transaction() as db:
+            for entry in entries:
+                if entry["kind"] == "record":
+                    full = normalize_record(entry["record"])
+                    db.execute("INSERT OR IGNORE INTO runs (run_id, started_utc, command, "
+                               "status, meta) VALUES (?, ?, '(kept in a spill file)', "
+                               "'partial', '{}')", (full["run_id"], full["created_utc"]))
+                    db.execute(f"INSERT OR IGNORE INTO records ({COLUMNS_SQL}) VALUES "
+                               f"({marks})", self._row(full))
+                elif entry["kind"] == "status":
+                    for record_id in entry["record_ids"]:
+                        db.execute("UPDATE records SET status = ?, status_detail = ? "
+                                   "WHERE record_id = ?",
+                                   (entry["status"], entry["detail"], record_id))
+                else:
+                    db.execute("UPDATE runs SET finished_utc = ?, status = ? WHERE run_id = ?",
+                               (entry["finished_utc"], entry["status"], entry["run_id"]))
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._reading("writing"):
+            if self.read_only:
+                raise StoreDiskError(host_write_failure(self.path, errno.ENOSPC,
+                                                        "the result store"), errno.ENOSPC)
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")  # a full disk may refuse the commit itself
             except BaseException:
                 if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     @contextmanager
     def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
-        """The connection, under the lock; a damaged page becomes the "damaged" StoreError."""
+        """The connection, under the lock; a full disk becomes StoreDiskError, a damaged
+        page the "damaged" StoreError."""
         with self._lock:
             try:
                 yield self._db
             except sqlite3.DatabaseError as exc:
+                disk = self._disk_error(exc)
+                if disk is not None:
+                    raise disk from exc
                 if is_damage(exc):
                     raise damaged_error(self.path, what, exc) from exc
                 raise
+
+    def release_space(self) -> None:
+        """After a write the disk refused: hand the WAL's space back (checkpoint and
+        truncate it) so that smaller writes, such as the spill file's, may still fit.
+        Harmless when it cannot."""
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def quick_check(self) -> list[str]:
         """SQLite's `PRAGMA quick_check` (structure only, no index contents): [] when the
@@ -248,10 +379,35 @@ class ResultStore:
         cmd = command if isinstance(command, str) else shlex.join(command)
         full_meta = {"provenance": provenance.host_provenance(), **dict(meta or {})}
         run_id = new_run_id()
+        me = controller.this_controller()
         with self._transaction() as db:
-            db.execute("INSERT INTO runs VALUES (?, ?, NULL, ?, 'running', ?)",
-                       (run_id, provenance.utc_now(), cmd, json.dumps(full_meta)))
+            db.execute(f"INSERT INTO runs ({', '.join(RUNS_COLUMNS)}) "
+                       "VALUES (?, ?, NULL, ?, 'running', ?, ?, ?, ?)",
+                       (run_id, provenance.utc_now(), cmd, json.dumps(full_meta), me.pid,
+                        me.host, me.started))
         return run_id
+
+    def claim_run(self, run_id: str) -> None:
+        """This process continues `run_id` (`farm bench --resume`): running again, with
+        this process as its controller, so a kill of the resume is found like any other."""
+        me = controller.this_controller()
+        with self._transaction() as db:
+            cur = db.execute("UPDATE runs SET status = 'running', finished_utc = NULL, "
+                             "controller_pid = ?, controller_host = ?, controller_started = ? "
+                             "WHERE run_id = ?", (me.pid, me.host, me.started, run_id))
+            if cur.rowcount != 1:
+                raise StoreError(f"run {run_id!r} is not in {self.path}")
+        self.interrupted.pop(run_id, None)
+
+    def discard_run(self, run_id: str) -> bool:
+        """Remove a run that holds no record (a bench refused on every device stores no
+        run); False, and nothing changes, when it has records."""
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM records WHERE run_id = ? LIMIT 1",
+                          (run_id,)).fetchone() is not None:
+                return False
+            db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        return True
 
     def finish_run(self, run_id: str, status: str) -> None:
         if status not in RUN_STATUSES[1:]:
@@ -264,14 +420,21 @@ class ResultStore:
                 raise StoreError(f"run {run_id!r} is not in {self.path}")
 
     def runs(self) -> list[RunInfo]:
-        """Every run, oldest first, with its record count."""
+        """Every run, oldest first, with its record count; a `running` run whose
+        controller is gone reads `interrupted` (also when the store could not be written
+        to say so)."""
         with self._reading("reading the runs") as db:
             rows = db.execute(
                 "SELECT r.run_id, r.started_utc, r.finished_utc, r.command, r.status, r.meta, "
                 "(SELECT COUNT(*) FROM records c WHERE c.run_id = r.run_id) "
                 "FROM runs r ORDER BY r.started_utc, r.run_id").fetchall()
-        return [RunInfo(*row[:5], meta=json.loads(row[5] or "{}"), n_records=row[6])
-                for row in rows]
+        out = []
+        for row in rows:
+            meta, status = json.loads(row[5] or "{}"), row[4]
+            if status == "running" and row[0] in self.interrupted:
+                status, meta = "interrupted", {**meta, "interrupted": self.interrupted[row[0]]}
+            out.append(RunInfo(*row[:4], status=status, meta=meta, n_records=row[6]))
+        return out
 
     def resolve_run(self, prefix: str) -> str:
         """The run id matching `prefix` exactly or as a unique prefix; "latest" is the
@@ -318,10 +481,16 @@ class ResultStore:
     def add(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """Validate, complete (see `validate.normalize_record`) and store one record in
         its own transaction; returns the stored record."""
-        full = normalize_record(record)
-        values = [json.dumps(full[f.name], allow_nan=False)
-                  if f.type == "json" and full[f.name] is not None else full[f.name]
-                  for f in FIELDS]
+        return self._insert(normalize_record(record))
+
+    @staticmethod
+    def _row(full: Mapping[str, Any]) -> list[Any]:
+        return [json.dumps(full[f.name], allow_nan=False)
+                if f.type == "json" and full[f.name] is not None else full[f.name]
+                for f in FIELDS]
+
+    def _insert(self, full: dict[str, Any]) -> dict[str, Any]:
+        values = self._row(full)
         marks = ", ".join("?" * len(FIELDS))  # columns named: their order in the file is free
         with self._transaction() as db:
             if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (full["run_id"],)
