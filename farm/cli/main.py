@@ -10,7 +10,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from farm import __version__
+from farm import __version__, followup
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError
 
 # subcommand name -> module under farm.cli exposing register(subparsers) and run(args) -> int
@@ -74,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    # printed follow-up commands carry --inventory / --store as given here (farm.followup)
+    followup.remember(inventory=getattr(args, "inventory", None),
+                      store=getattr(args, "store", None))
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `farm devices --output json | head`
@@ -84,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FarmError as exc:
         print(f"farm: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    finally:
+        followup.remember()
 
 
 def entry() -> None:
