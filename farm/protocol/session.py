@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from farm import followup
 from farm.errors import AgentError, ProtocolError, TransportError
 from farm.protocol import wire
 from farm.protocol.untrusted import EventGuard, check_state
@@ -120,7 +121,7 @@ class AgentSession:
                     f"device {self.device!r}: agent at {self.agent_path} has sha256 "
                     f"{message['agent_sha256'][:12]}, expected {self.expected_sha256[:12]}",
                     hint="the file on the device was changed or corrupted; redeploy "
-                         f"(`farm deploy --device {self.device}`)")
+                         f"(`{followup.command('deploy', '--device', self.device)}`)")
             return message
 
     # -- channel threads -----------------------------------------------------------------
