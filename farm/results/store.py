@@ -392,6 +392,8 @@ class ResultStore:
             return value in want if many else value == want
 
         run = filters.get("run_id")
+        if found.unprobed:  # rows no index names may be there, of any run
+            raise damaged
         for keys in found.unreadable.values():
             if run is None or "run_id" not in keys or wanted(keys["run_id"], run):
                 raise damaged
