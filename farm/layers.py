@@ -21,7 +21,7 @@ from pathlib import Path
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # bottom: any layer uses them
-    ("__init__", "errors", "paths", "categories", "layers"),
+    ("__init__", "errors", "paths", "categories", "layers", "followup"),
     ("artifacts", "source_key"),  # what the routes built (for deploy); build-key digests
     ("inventory",),
     ("transports", "lab"),     # lab creates devices and writes an inventory

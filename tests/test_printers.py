@@ -134,3 +134,23 @@ def test_runs_printers(stored) -> None:  # type: ignore[no-untyped-def]
     (row,) = csv.DictReader(io.StringIO(format_runs(runs, "csv")))
     assert row["status"] == "partial"
     assert format_runs(runs, "md").splitlines()[0].startswith("| run_id |")
+
+
+def test_unfused_rows_name_their_route_key_in_the_table_and_md() -> None:
+    # issue 33: `ort-unfused` / `tvm-unfused` rows printed as plain `ort` / `tvm` beside
+    # their fused twins; the record keeps the base route (csv/json), the table names the key
+    base = {"device": "local", "variant": "fp32", "threads": 1, "status": "ok", "n": 3,
+            "median_ms": 1.0}
+    recs = [{**base, "route": "ort", "build_flags": {"opt_level": "all"}},
+            {**base, "route": "ort", "build_flags": {"opt_level": "disable"}},
+            {**base, "route": "tvm", "build_flags": {"fusion": True}},
+            {**base, "route": "custom", "build_flags": {"fusion": False}}]
+    console = Console(force_terminal=True, color_system=None, width=160, record=True)
+    console.print(render_results(recs, ["device", "route", "median_ms"], title="run x"))
+    routes = [line.split("│")[1].strip() for line in console.export_text().splitlines()
+              if line.startswith(" local")]
+    assert routes == ["ort", "ort-unfused", "tvm", "custom-unfused"]
+    md = format_records(recs, "md", ["device", "route"])
+    assert "| ort-unfused |" in md and "| custom-unfused |" in md
+    assert [r["route"] for r in json.loads(format_records(recs, "json"))["records"]] == \
+        ["ort", "ort", "tvm", "custom"]

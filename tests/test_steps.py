@@ -26,6 +26,26 @@ def test_long_steps_print_start_and_duration_from_the_event_times() -> None:
                      "local: deploy…", "local: deploy done in 2.2 s"]
 
 
+def test_a_deploy_the_device_failed_in_is_not_reported_done() -> None:
+    # issue 33: a resume while a device was still down printed "deploy done in 20.0 s" and
+    # then failed; the step ended by the device's failure failed
+    lines = feed([
+        {"t": 10.0, "device": "lab1", "event": "phase", "phase": "deploy"},
+        {"t": 11.0, "device": "lab1", "event": "route_done", "route": "ort",
+         "status": "failed", "detail": "not run: device failed before this route: refused"},
+        {"t": 11.5, "device": "lab1", "event": "device_done", "status": "failed",
+         "detail": "refused"},
+        {"t": 20.0, "device": "lab2", "event": "phase", "phase": "deploy"},
+        {"t": 25.0, "device": "lab2", "event": "device_done", "status": "interrupted",
+         "detail": "stopped by Ctrl-C"},
+    ])
+    assert lines == ["lab1: deploy…", "lab1: deploy failed after 1.0 s",
+                     "lab1: ort failed — not run: device failed before this route: refused",
+                     "lab1: finished: failed: refused",
+                     "lab2: deploy…", "lab2: deploy stopped after 5.0 s",
+                     "lab2: finished: interrupted: stopped by Ctrl-C"]
+
+
 def test_route_results_drift_and_failures_are_one_line_each() -> None:
     lines = feed([
         {"t": 1.0, "device": "pi", "event": "route_done", "route": "ort", "status": "ok",

@@ -156,3 +156,29 @@ def test_runs_page_zeroed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         assert runs[run_id].status == "partial"
         assert runs[run_id].command == "(run row lost: recovered)"
         assert runs[run_id].n_records == 3
+
+
+def test_records_root_page_zeroed_counts_only_records_that_exist(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 33: with the records table's root page zeroed every probe of the row id range
+    # failed, and `results check` called each one a lost record: "113 record(s)" of 49
+    path = tmp_path / "results.sqlite"
+    written = _build(path, runs=7, per_run=7)
+    db = sqlite3.connect(path)
+    (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()
+    db.close()
+    _zero(path, [root])
+
+    code, out, err = _cli(capsys, "results", "check", "--store", str(path))
+    assert code == 1 and "is damaged" in err
+    assert f"DAMAGED: {len(written)} record(s) and 0 run row(s) cannot be read" in out, out
+    named = {line.split("record ")[1].split()[0] for line in out.splitlines()
+             if line.startswith("  - record ")}
+    assert named == set(written)  # every one by its id, none invented
+    assert "could not be probed" in out  # the rest of the probe is said apart, not counted
+
+    out_path = tmp_path / "saved.sqlite"
+    result = recover_store(path, out_path)
+    assert sorted(result.lost) == sorted(written) and result.records == 0
+    with ResultStore(path) as store, pytest.raises(StoreError, match="is damaged"):
+        store.records(run_id=written[next(iter(written))]["run_id"])

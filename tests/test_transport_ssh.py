@@ -130,7 +130,8 @@ def test_connection_refused_is_a_clear_error(lab):
     device = replace(lab_device(lab), port=2)
     with pytest.raises(TransportError, match="cannot connect") as info:
         SSHTransport(device, connect_budget_s=1.0).run(["true"])
-    assert "farm devices check" in str(info.value)
+    assert "connection refused (nothing listens on port 2)" in str(info.value)
+    assert "sshd runs" in str(info.value)  # the next step
 
 
 def test_devices_check_all_reports_healthy_and_aarch64(lab, capsys, tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from farm.errors import UsageError
+from farm.models.check import load_checked
 from farm.models.frontend import Canonical, ShapeSpec, canonicalize
 
 if TYPE_CHECKING:
@@ -49,9 +50,10 @@ def reference_plan(config: BenchConfig, model_path: Path, fp32_path: Path,
                    canonical: Canonical | None) -> tuple[Path, str, str]:
     if config.reference:
         ref = Path(config.reference)
-        if not ref.is_file():
+        if not ref.exists():
             raise UsageError(f"--reference {ref}: no such file",
                              hint="give the fp32 .onnx file the quantised model came from")
+        load_checked(ref)  # ORT would read any file whole first: judged like --model
         return ref, f"onnxruntime on the host ({ref.name}, fp32 reference)", "fp32"
     if canonical is not None and canonical.quantisation != "fp32" and config.variant == "fp32":
         return model_path, (f"onnxruntime on the host (the same {canonical.quantisation} "

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from farm import followup
 from farm.bench.accuracy import compare_outputs
 from farm.bench.backend import Emit
 from farm.bench.config import BenchConfig
@@ -132,6 +133,7 @@ class Recorder:
         """The device was lost: a key in `missing` with finished rounds keeps them in a
         `partial` record (a resume runs the rest), every other one gets a `failed` record;
         the routes measured before it are re-marked `partial`."""
+        resume = followup.command("bench", "--resume", self.run_id)
         for route in missing:
             out = outcomes.get(route)
             with contextlib.suppress(FarmError):
@@ -140,7 +142,7 @@ class Recorder:
                     done, planned = len(out.round_sizes), self.config.repeats
                     self.store_route(route, PARTIAL,
                                      f"{done} of {planned} rounds finished before the device "
-                                     f"failed: {detail} (`farm bench --resume` runs the rest)",
+                                     f"failed: {detail} (`{resume}` runs the rest)",
                                      out, plan=plans.get(route), stopped=detail)
                     continue
                 why = (f"device lost during this route: {detail}" if route == current

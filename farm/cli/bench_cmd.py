@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
+from farm import followup
 from farm.bench.config import BenchConfig, Policy
 from farm.cli.drive import add_events_option, drive, report_kept
-from farm.cli.results_cmd import add_columns_option
+from farm.cli.results_cmd import add_columns_option, store_arg
 from farm.cli.shape_opts import add_shape_options, shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="table (default), md/csv (the summary), json/jsonl (whole records)")
     add_columns_option(p)
     add_events_option(p)
-    p.add_argument("--store", metavar="FILE",
+    p.add_argument("--store", metavar="FILE", type=store_arg,
                    help="result store (default: .farm/results.sqlite, or $FARM_HOME)")
     p.set_defaults(func=run)
 
@@ -186,4 +187,5 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
                     f", {nowhere} written nowhere (printed)" if nowhere else ""])
     err.print(f"farm: run {result.run_id} {result.status}; "
               f"{len(result.records) - spilled - nowhere} record(s) in {store.path}{kept} "
-              f"(`farm results show {result.run_id}`)", markup=False, highlight=False)
+              f"(`{followup.command('results', 'show', result.run_id)}`)",
+              markup=False, highlight=False)

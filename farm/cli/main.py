@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from farm import __version__
+from farm import __version__, followup
 from farm.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, FarmError
 from farm.paths import host_write_failure, is_host_disk_error, state_dir_path
 
@@ -77,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    # printed follow-up commands carry --inventory / --store as given here (farm.followup)
+    followup.remember(inventory=getattr(args, "inventory", None),
+                      store=getattr(args, "store", None))
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `farm devices --output json | head`
@@ -95,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"farm: error: {text}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        followup.remember()
 
 
 def disk_failure(exc: BaseException) -> str | None:

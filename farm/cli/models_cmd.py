@@ -85,7 +85,7 @@ def run_check(args: argparse.Namespace) -> int:
     from farm.routes import ROUTES
     from farm.routes.check import check_file
 
-    if not Path(args.file).is_file():
+    if not Path(args.file).exists():
         raise UsageError(f"model file {args.file} does not exist",
                          hint="give the path of an .onnx file")
     report = check_file(args.file, ROUTES, make_spec(args.shapes, args.batch, args.seq))

@@ -13,6 +13,7 @@ import sys
 
 from rich.console import Console
 
+from farm.cli.results_cmd import store_arg
 from farm.errors import UsageError
 from farm.report.analysis import load_report
 from farm.report.html import write_html
@@ -29,7 +30,7 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
                         help="table (rich, default), md, csv (tidy: one line per cell), json")
     parser.add_argument("--html", metavar="FILE",
                         help="also write the report as one self-contained HTML page")
-    parser.add_argument("--store", metavar="FILE",
+    parser.add_argument("--store", metavar="FILE", type=store_arg,
                         help="result store (default: $FARM_HOME/results.sqlite, else "
                              "./.farm/results.sqlite)")
 

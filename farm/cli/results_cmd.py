@@ -16,7 +16,9 @@ import sys
 
 from rich.console import Console
 
+from farm import followup
 from farm.errors import StoreError, UsageError
+from farm.results.location import store_location
 from farm.results.printers import (
     columns_for,
     format_records,
@@ -34,8 +36,18 @@ def console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
+def store_arg(text: str) -> str:
+    """argparse type of every --store: a URL (postgresql://…) is a usage error at once,
+    before a bench builds anything (`farm.results.location`)."""
+    try:
+        store_location(text)
+    except StoreError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_store_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", metavar="FILE",
+    parser.add_argument("--store", metavar="FILE", type=store_arg,
                         help="result store file (default: $FARM_HOME/results.sqlite, "
                              "else ./.farm/results.sqlite)")
 
@@ -147,8 +159,8 @@ def run_tag(args: argparse.Namespace) -> int:
 
     with ResultStore(args.store, create=False) as store:
         run_id = tag_run(store, args.run, args.name)
-    print(f"tagged run {run_id} as {args.name!r} (farm compare {args.name} latest "
-          "--max-slowdown 5%)")
+    gate = followup.command("compare", args.name, "latest", "--max-slowdown", "5%")
+    print(f"tagged run {run_id} as {args.name!r} ({gate})")
     return 0
 
 

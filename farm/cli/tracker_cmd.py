@@ -50,7 +50,11 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=2))
         return 0
     console = Console()
-    console.print(f"tracker {status['host']}:{status['port']} (pid {status['pid']})")
+    who = f"pid {status['pid']}" if status["pid"] else "pid unknown"
+    if status["started_pid"] and status["started_pid"] != status["pid"]:
+        who += (f"; started as pid {status['started_pid']}" if status["started_alive"] else
+                f"; pid {status['started_pid']} it was started as is gone")
+    console.print(f"tracker {status['host']}:{status['port']} ({who})", markup=False)
     servers = Table(title="servers")
     servers.add_column("key")
     servers.add_column("address")

@@ -20,6 +20,7 @@ import sys
 
 from rich.console import Console
 
+from farm import followup
 from farm.bench.config import BenchConfig
 from farm.bench.runner import Bench
 from farm.cli.bench_cmd import (
@@ -79,6 +80,6 @@ def run(args: argparse.Namespace) -> int:
         if result.run_id and result.records:
             render(store, [result.run_id], args.output, args.html)
             err.print(f"farm: triangle run {result.run_id} {result.status}; "
-                      f"`farm report {result.run_id}` shows it again", markup=False,
+                      f"`{followup.command('report', result.run_id)}` shows it again", markup=False,
                       highlight=False)
     return EXIT_INTERRUPTED if result.status == "interrupted" else result.exit_code

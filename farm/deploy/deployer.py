@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from farm import followup
 from farm.artifacts import Artifact
 from farm.deploy.write_cause import upload_failed
 from farm.devices.agent_program import run_agent_mode
@@ -199,8 +200,9 @@ def deploy_device(device: Device, artifacts: Sequence[Artifact],
             result.uploaded = committed["ok"]
             if committed["bad"]:
                 bad = committed["bad"][0]
+                again = followup.command("deploy", "--device", device.name)
                 raise DeployError(f"device {device.name!r}: {bad['final']}: {bad['error']}",
-                                  hint="re-run `farm deploy`; if it repeats, check the "
+                                  hint=f"re-run `{again}`; if it repeats, check the "
                                        "device's storage")
         if result.interrupted:
             raise DeployError(f"device {device.name!r}: deploy interrupted after "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from farm import followup
 from farm.errors import ConfigError
 from farm.inventory.builtin import local_device
 from farm.inventory.device import ARCHES, TRANSPORT_KINDS, TRANSPORTS, Device
@@ -46,7 +47,8 @@ class Inventory:
     def get(self, name: str) -> Device:
         if name not in self.devices:
             close = difflib.get_close_matches(name, self.devices, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else "run `farm devices` to list them"
+            hint = (f"did you mean {close[0]!r}?" if close else
+                    f"run `{followup.command('devices')}` to list them")
             where = f" in {self.source}" if self.source else " (no inventory file found)"
             raise ConfigError(f"no device named {name!r}{where}", hint=hint)
         return self.devices[name]

@@ -1,16 +1,23 @@
 """Refuse a model file we cannot run, with an error that names the problem.
 
-`check_model_file(path, load_in_ort=True) -> onnx.ModelProto` (graph without external data
-loaded) raises BuildError for: a missing file, a file that is not ONNX protobuf, a truncated
-file (protobuf parse error, or nodes whose inputs are no longer defined anywhere), a graph
-without inputs or outputs, inputs of a dtype FTNS cannot carry, an onnx checker failure, and
-(optionally) a model onnxruntime refuses to load (unknown op, bad opset). A file the ONNX
-checker refuses but onnxruntime loads (contrib-domain ops) is accepted: ORT runs it and the
-front-end canonicalises it for the other routes.
+`load_checked(path) -> onnx.ModelProto` (graph without external data loaded) is the file's
+judgement every command shares (`farm bench`, `build`, `tune`, `deploy` through
+`resolve_model`, and `farm models check`, so an empty file is judged the same by all):
+BuildError for what `farm.models.sniff` refuses before reading (missing, not a regular
+file, empty, over the size bound, not ONNX by its structure, truncated), a protobuf parse
+error, a graph without nodes, opset, inputs or outputs, inputs of a dtype FTNS cannot
+carry, nodes reading tensors nothing produces (a truncated or broken file), a graph with a
+cycle (named: `a (Add) -> b (Relu) -> a`) and nodes out of topological order.
+
+`check_model_file(path, load_in_ort=True)` adds what a bench needs: the onnx checker, and
+(optionally) onnxruntime loading it (unknown op, bad opset). A file the ONNX checker refuses
+but onnxruntime loads (contrib-domain ops) is accepted: ORT runs it and the front-end
+canonicalises it for the other routes. `farm models check` asks each route instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
@@ -18,6 +25,7 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
 from farm.errors import BuildError
+from farm.models.sniff import HINT, sniff_model_file
 
 # ONNX elem types an FTNS file can carry (see docs/ARCHITECTURE.md)
 FTNS_TYPES = {
@@ -27,7 +35,7 @@ FTNS_TYPES = {
     TensorProto.INT8: "int8",
     TensorProto.UINT8: "uint8",
 }
-_HINT = "pass a preset name (farm models list) or a valid .onnx file"
+_HINT = HINT
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -37,11 +45,8 @@ def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 
 
 def _load(path: Path) -> onnx.ModelProto:
-    if not path.is_file():
-        raise BuildError(f"model file {path} does not exist", hint=_HINT)
+    sniff_model_file(path)  # size, bound and structure before the whole file is read
     data = path.read_bytes()
-    if not data:
-        raise BuildError(f"model file {path} is empty", hint=_HINT)
     try:
         model = onnx.load_model_from_string(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
@@ -55,25 +60,75 @@ def _load(path: Path) -> onnx.ModelProto:
     return model
 
 
+def _label(node: onnx.NodeProto) -> str:
+    return f"{node.name or '?'} ({node.op_type})"
+
+
 def _check_dataflow(path: Path, model: onnx.ModelProto) -> None:
-    """Every node input must be produced somewhere; a truncated file loses initializers."""
+    """Every node input is produced somewhere (a truncated file loses initializers), the
+    graph has no cycle, and nodes come in topological order (ONNX requires it)."""
     g = model.graph
     known = {i.name for i in g.input} | {i.name for i in g.initializer}
     known |= {i.name for i in g.sparse_initializer}
     known.add("")  # optional inputs are empty strings
+    producer = {out: i for i, node in enumerate(g.node) for out in node.output}
     for node in g.node:
-        missing = [name for name in node.input if name not in known]
+        missing = [name for name in node.input if name not in known and name not in producer]
         if missing:
             raise BuildError(
                 f"{path}: node {node.name or node.op_type!r} ({node.op_type}) uses undefined "
                 f"tensor(s) {', '.join(missing)}: the file is truncated or the graph is broken",
                 hint=_HINT,
             )
-        known.update(node.output)
-    undefined = [o.name for o in g.output if o.name not in known]
+    undefined = [o.name for o in g.output if o.name not in known and o.name not in producer]
     if undefined:
         raise BuildError(f"{path}: graph outputs {', '.join(undefined)} are never produced",
                          hint=_HINT)
+    cycle = _cycle(g.node, producer, known)
+    if cycle:
+        raise BuildError(f"{path}: the graph has a cycle: "
+                         + " -> ".join(_label(g.node[i]) for i in cycle),
+                         hint="a node's output feeds back into its own input; ONNX graphs "
+                              "are acyclic (loops are Loop/Scan nodes): fix the exporter")
+    done = set(known)
+    for node in g.node:
+        late = [name for name in node.input if name not in done]
+        if late:
+            maker = g.node[producer[late[0]]]
+            raise BuildError(f"{path}: node {_label(node)} reads {late[0]!r} before node "
+                             f"{_label(maker)} produces it: the nodes are not in "
+                             "topological order, which ONNX requires", hint=_HINT)
+        done.update(node.output)
+
+
+def _cycle(nodes: Sequence[onnx.NodeProto], producer: dict[str, int],
+           known: set[str]) -> list[int]:
+    """Node indices of one cycle, closed (first == last), or [] for an acyclic graph."""
+    preds = [{producer[i] for i in n.input if i not in known and i in producer}
+             for n in nodes]
+    waiting = [len(p) for p in preds]
+    users: dict[int, list[int]] = {}
+    for i, p in enumerate(preds):
+        for j in p:
+            users.setdefault(j, []).append(i)
+    ready = [i for i, n in enumerate(waiting) if n == 0]
+    while ready:  # Kahn: what is left unordered lies on or behind a cycle
+        i = ready.pop()
+        for u in users.get(i, []):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    left = {i for i, n in enumerate(waiting) if n > 0}
+    if not left:
+        return []
+    # every node left has a predecessor left: walk back until one repeats
+    path, seen, i = [], {}, min(left)
+    while i not in seen:
+        seen[i] = len(path)
+        path.append(i)
+        i = min(j for j in preds[i] if j in left)
+    loop = path[seen[i]:][::-1]  # producer before consumer
+    return [*loop, loop[0]]
 
 
 def _check_io(path: Path, model: onnx.ModelProto) -> None:
@@ -105,11 +160,18 @@ def _check_ort(path: Path) -> None:
                          hint=_HINT) from exc
 
 
-def check_model_file(path: Path, *, load_in_ort: bool = True) -> onnx.ModelProto:
+def load_checked(path: str | Path) -> onnx.ModelProto:
+    """The file-level judgement every command shares (see the module docstring)."""
     path = Path(path)
     model = _load(path)
     _check_io(path, model)
     _check_dataflow(path, model)
+    return model
+
+
+def check_model_file(path: Path, *, load_in_ort: bool = True) -> onnx.ModelProto:
+    path = Path(path)
+    model = load_checked(path)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:

@@ -10,6 +10,14 @@ and routes it by request id. One keepalive thread pings the agent so that an age
 cut link exits by its idle timeout, and a silent agent is declared lost after
 `dead_after_s` (a cut link gives no EOF, only silence).
 
+The host can be what stopped (SIGSTOP, a suspended laptop, a starved CPU;
+`farm.protocol.stall`): silence that spans such a stall is not the device's, so the agent
+gets a fresh `dead_after_s` from the host's resume, and a failure that follows says the
+host was paused (the agent may have ended the session by its idle timeout), not "link
+down? check the device's network".
+A hint quotes the agent's stderr written since its hello or the last request only: lines
+from before (its clean-start log) do not explain a later failure.
+
 Errors: the agent or channel failing → `AgentError`/`TransportError` (the device is lost);
 a route whose runner failed while the agent is fine → `RouteFailed` (the device goes on).
 """
@@ -24,8 +32,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from farm import followup
 from farm.errors import AgentError, ProtocolError, TransportError
 from farm.protocol import wire
+from farm.protocol.stall import HostStalls
 from farm.protocol.untrusted import EventGuard, check_state
 from farm.transports.base import RemoteProcess, Transport
 
@@ -71,6 +81,8 @@ class AgentSession:
         self._failure: Exception | None = None
         self._last_heard = time.monotonic()
         self._lineno = 0
+        self._stderr_mark = ""  # the agent's stderr tail when the last request was sent
+        self._stalls = HostStalls(max(ping_interval_s, 0.25))  # threads wait at most this
 
     # -- start ---------------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
@@ -83,6 +95,7 @@ class AgentSession:
         except BaseException:
             self._proc.close(timeout=2.0)
             raise
+        self._stderr_mark = self._proc.stderr_tail()
         threading.Thread(target=self._reader, name=f"agent-{self.device}", daemon=True).start()
         threading.Thread(target=self._keepalive, name=f"ping-{self.device}",
                          daemon=True).start()
@@ -120,7 +133,7 @@ class AgentSession:
                     f"device {self.device!r}: agent at {self.agent_path} has sha256 "
                     f"{message['agent_sha256'][:12]}, expected {self.expected_sha256[:12]}",
                     hint="the file on the device was changed or corrupted; redeploy "
-                         f"(`farm deploy --device {self.device}`)")
+                         f"(`{followup.command('deploy', '--device', self.device)}`)")
             return message
 
     # -- channel threads -----------------------------------------------------------------
@@ -131,15 +144,17 @@ class AgentSession:
             try:
                 line = self._proc.read_line(timeout=0.5)
             except EOFError:
+                self._stalls.tick()
                 failure = self._lost("agent channel closed")
                 break
             except Exception as exc:  # any transport failure ends the session
                 failure = TransportError(f"reading from the agent failed: {exc}",
                                          device=self.device)
                 break
+            now = self._stalls.tick()
             if line is None:
                 continue
-            self._last_heard = time.monotonic()
+            self._last_heard = now
             self._lineno += 1
             try:
                 message = wire.decode(line, self._lineno, f"device {self.device!r} agent")
@@ -161,6 +176,7 @@ class AgentSession:
 
     def _keepalive(self) -> None:
         while not self._closed.wait(self.ping_interval_s):
+            self._stalls.tick()
             try:
                 self._send("ping", f"ping-{next(self._ids)}", track=False)
             except AgentError:
@@ -176,12 +192,27 @@ class AgentSession:
 
     def _lost(self, what: str) -> AgentError:
         status = self._proc.exit_status() if self._proc else None
+        # the first thread to run after a stop may be the one failing here: tick first
+        paused = self._stalls.words(self._stalls.tick(), self.dead_after_s + 5.0)
+        if paused:
+            return AgentError(f"device {self.device!r}: {what} (exit status {status}) "
+                              f"{paused}", hint=self._paused_hint())
         return AgentError(f"device {self.device!r}: {what} (exit status {status})",
                           hint=f"agent stderr: {self._stderr()}")
 
     def _stderr(self) -> str:
-        tail = self._proc.stderr_tail().strip() if self._proc else ""
-        return tail[-800:] or "(empty)"
+        """What the agent wrote on stderr since its hello or the last request was sent."""
+        tail = self._proc.stderr_tail() if self._proc else ""
+        mark = self._stderr_mark
+        if mark and mark in tail:
+            tail = tail[tail.rindex(mark) + len(mark):]
+        tail = tail.strip()
+        return tail[-800:] or ("(nothing new since the last request)" if mark else "(empty)")
+
+    def _paused_hint(self) -> str:
+        return (f"the agent ends a session it hears no ping from for {self.idle_timeout_s:.0f} "
+                "s; the device is likely fine: finished routes are kept "
+                f"(`{followup.command('bench', '--resume', 'RUN')}` runs the rest)")
 
     # -- requests ------------------------------------------------------------------------
     def _send(self, op: str, rid: str, *, track: bool = True, **fields: Any) -> None:
@@ -192,6 +223,7 @@ class AgentSession:
         if track:
             with self._lock:
                 self._queues[rid] = queue.Queue()
+            self._stderr_mark = self._proc.stderr_tail()
         line = wire.request(op, rid, **fields)
         with self._write_lock:
             try:
@@ -207,12 +239,16 @@ class AgentSession:
             try:
                 message = q.get(timeout=0.25)
             except queue.Empty:
-                now = time.monotonic()
-                if now - self._last_heard > self.dead_after_s:
+                now = self._stalls.tick()
+                # silence is counted from the host's resume when this host was stopped
+                silent = now - max(self._last_heard, self._stalls.resumed_at)
+                if silent > self.dead_after_s:
+                    paused = self._stalls.words(now, self.dead_after_s + 5.0)
                     failure = TransportError(
-                        f"agent silent for {now - self._last_heard:.0f} s (link down?)",
-                        device=self.device, hint="check the device's network; finished "
-                                                 "routes are kept")
+                        f"agent silent for {silent:.0f} s {paused}" if paused else
+                        f"agent silent for {silent:.0f} s (link down?)",
+                        device=self.device, hint=self._paused_hint() if paused else
+                        "check the device's network; finished routes are kept")
                     self._failure = self._failure or failure
                     raise failure from None
                 if now > deadline:

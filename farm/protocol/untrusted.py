@@ -29,6 +29,7 @@ import math
 import posixpath
 from typing import Any
 
+from farm import followup
 from farm.errors import ProtocolError
 
 MAX_MS = 86_400_000.0  # one day in ms: no single inference or load takes longer
@@ -65,7 +66,9 @@ class EventGuard:
         return ProtocolError(
             f"device {self.device!r}: runner event {name!r} refused: {what}",
             hint="the device sent something no farm runner sends; its results are not "
-                 "trusted (redeploy it with `farm deploy`, check what runs there)")
+                 "trusted (redeploy it with "
+                 f"`{followup.command('deploy', '--device', self.device)}`, check what "
+                 "runs there)")
 
     def check(self, ev: dict[str, Any]) -> None:
         name = ev.get("ev")

@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from farm import followup
 from farm.errors import AgentError, ProtocolError
 
 PROTO = 1
@@ -128,8 +129,9 @@ def request(op: str, rid: str, **fields: Any) -> str:
 def version_mismatch(theirs: object, where: str) -> AgentError:
     return AgentError(
         f"{where}: agent speaks protocol {theirs!r}, this farm speaks protocol {PROTO}",
-        hint="redeploy the agent that matches this farm (`farm deploy --device NAME`), "
-             "or run the farm version that deployed it")
+        hint="redeploy the agent that matches this farm "
+             f"(`{followup.command('deploy', '--device', 'NAME')}`), or run the farm "
+             "version that deployed it")
 
 
 def decode(line: str | bytes, lineno: int, where: str = "agent") -> dict[str, Any]:

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from farm import followup
 from farm.errors import StoreError
 from farm.report import opcheck
 from farm.report.category_contents import categories_table, fused_away
@@ -309,12 +310,13 @@ def load_report(store: ResultStore, run_ids: Sequence[str], *, seed: int = DEFAU
     """The report of the given (already resolved) run ids, read from `store`."""
     if not run_ids:
         raise StoreError(f"no run given to report on from {store.path}",
-                         hint="name a run id (see `farm results list`) or use --latest")
+                         hint=f"name a run id (see `{followup.command('results', 'list')}`) "
+                              "or use --latest")
     records = store.records(run_id=list(run_ids))
     if not records:
         raise StoreError(f"runs {', '.join(run_ids)} have no records in {store.path}",
                          hint="the bench may have failed before measuring; see "
-                              "`farm results list`")
+                              f"`{followup.command('results', 'list')}`")
     wanted = set(run_ids)
     runs = [{"run_id": r.run_id, "started_utc": r.started_utc, "finished_utc": r.finished_utc,
              "status": r.status, "command": r.command, "n_records": r.n_records}

@@ -7,6 +7,8 @@ facts observed while running; shared by compare (results layer) and the report.
   `build_cached`, `rpc_sessions`, `session_options` (ORT's read-back values), `quantizer`
   (the model file's quantizer options; the variant names the choice).
 * `fusion_of(flags)` -> True / False / None (see its docstring).
+* `route_key_label(record)` -> the route key a person reads ("ort-unfused"): records keep
+  `route` = the base route and name the fusion setting in `build_flags`.
 """
 
 from __future__ import annotations
@@ -68,6 +70,18 @@ def fusion_flag_names(route: str | None) -> set[str]:
 
     spec = ROUTES.get(route or "")
     return {"fusion", "graph_optimization", *([spec.fusion_flag] if spec else [])}
+
+
+def route_key_label(record: Mapping[str, Any]) -> str:
+    """The record's route key as `--routes` names it ("ort-unfused"): the record keeps the
+    base route and names its fusion setting in `build_flags` (`farm.routes.key_of_record`)."""
+    from farm.routes import key_of_record
+
+    route, flags = record.get("route"), record.get("build_flags")
+    if not route:
+        return ""
+    return str(key_of_record({"route": route,
+                              "build_flags": flags if isinstance(flags, Mapping) else {}}))
 
 
 def _flag_text(value: Any) -> str:

@@ -9,9 +9,13 @@ each row alone by row id: a damaged page costs only the rows stored on it.
 
 Contract:
 * `scan(db, table, columns, keys)` -> `Scan`: `rows` {rowid: tuple of `columns`} of every
-  readable row, `unreadable` {rowid: {key: value}} of rows that could not be read (with
-  the `keys` — e.g. record_id, run_id — that an index still names), and `errors` (SQLite's
-  own words, deduplicated). Never raises `sqlite3.DatabaseError`.
+  readable row, `unreadable` {rowid: {key: value}} of rows that exist (a scan or an index
+  names them) but could not be read (with the `keys` — e.g. record_id, run_id — that an
+  index still names), `unprobed` (row ids of the probe that no source names and whose
+  read failed: a row may or may not be there, so they are not counted as lost rows: with
+  the table's root page zeroed every probe fails, and counting them reported 113 lost
+  records of a store of 49), and `errors` (SQLite's own words, deduplicated). Never
+  raises `sqlite3.DatabaseError`.
 * `is_damage(exc)` -> whether a `sqlite3.DatabaseError` means a damaged file (as opposed
   to, say, a locked one).
 """
@@ -40,11 +44,23 @@ def is_damage(exc: BaseException) -> bool:
 class Scan:
     rows: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     unreadable: dict[int, dict[str, str]] = field(default_factory=dict)
+    unprobed: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def note(self, exc: BaseException) -> None:
         if str(exc) not in self.errors:
             self.errors.append(str(exc))
+
+
+def id_ranges(ids: Sequence[int]) -> str:
+    """"1-3, 7, 9-12": row ids as ranges, for a message."""
+    parts: list[tuple[int, int]] = []
+    for rowid in sorted(ids):
+        if parts and rowid == parts[-1][1] + 1:
+            parts[-1] = (parts[-1][0], rowid)
+        else:
+            parts.append((rowid, rowid))
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
 
 
 def _rowids_by_scan(db: sqlite3.Connection, table: str, out: Scan) -> set[int]:
@@ -101,7 +117,10 @@ def scan(db: sqlite3.Connection, table: str, columns: Sequence[str],
             row = db.execute(sql, (rowid,)).fetchone()
         except sqlite3.DatabaseError as exc:
             out.note(exc)
-            out.unreadable[rowid] = keys.get(rowid, {})
+            if rowid in rowids:
+                out.unreadable[rowid] = keys.get(rowid, {})
+            else:
+                out.unprobed.append(rowid)
             continue
         if row is not None:
             out.rows[rowid] = tuple(row)

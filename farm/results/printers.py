@@ -34,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.results import textout
+from farm.results.config_flags import route_key_label
 from farm.results.emulation import device_label, is_emulated
 from farm.results.schema import FIELDS, SCHEMA_VERSION
 from farm.results.store import records_table_sql
@@ -99,6 +100,9 @@ COLUMNS: dict[str, Column] = {f.name: _field_column(f.name, f.type) for f in FIE
 # an emulated device reads "pixel7 (emulated)" wherever a person reads the device name
 COLUMNS["device"] = Column("device", "device", ("device",),
                            lambda r: device_label(str(r.get("device") or ""), is_emulated(r)))
+# the route key, as `--routes` and the live view name it: an `-unfused` row must not read
+# as the plain route beside its fused twin (the record keeps the base route, csv/json too)
+COLUMNS["route"] = Column("route", "route", ("route",), route_key_label)
 COLUMNS["ci95"] = Column("ci95", "95% CI median ms", ("ci95_low_ms", "ci95_high_ms"),
                          _ci_cell, True)
 ALL_COLUMNS = tuple(f.name for f in FIELDS)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.errors import StoreError
-from farm.results.damage import scan
+from farm.results.damage import id_ranges, scan
 from farm.results.schema import FIELD_NAMES, FIELDS
 from farm.results.store import ResultStore
 
@@ -41,12 +41,16 @@ class Recovery:
     runs_recreated: list[str] = field(default_factory=list)
     runs_partial: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)  # records that could not be salvaged
+    unprobed: str = ""  # row ids no index names whose page is damaged ("" none; damage.py)
 
     def summary(self) -> str:
         lines = [f"recovered {self.records} record(s) of {self.runs} run(s) into {self.out}"]
         if self.lost:
             lines.append(f"  lost {len(self.lost)} record(s): " + ", ".join(self.lost[:10])
                          + (" ..." if len(self.lost) > 10 else ""))
+        if self.unprobed:
+            lines.append(f"  row ids {self.unprobed} could not be probed (a damaged table "
+                         "page): records there, if any, are not known")
         if self.runs_partial:
             lines.append("  runs that lost records (now partial): "
                          + ", ".join(self.runs_partial))
@@ -101,6 +105,7 @@ def _copy(db: sqlite3.Connection, src: Path, out: Path) -> Recovery:
         else:
             keep.append(rec)
     lost_by_run: dict[str, int] = {}
+    result.unprobed = id_ranges(records.unprobed)
     for rowid, keys in records.unreadable.items():
         result.lost.append(keys.get("record_id") or f"rowid {rowid}")
         if keys.get("run_id"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from farm import followup
 from farm.errors import StoreError
 from farm.results.integrity import IntegrityReport
 from farm.results.schema import FAILED, PARTIAL
@@ -17,7 +18,7 @@ def assert_store_ok(store: ResultStore) -> IntegrityReport:
     report = store.integrity_check()
     if not report.ok:
         raise StoreError(f"result store {store.path} failed its integrity check:\n"
-                         + report.summary(), hint="see `farm results check`")
+                         + report.summary(), hint=f"see `{followup.command('results', 'check')}`")
     return report
 
 

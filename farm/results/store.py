@@ -1,6 +1,7 @@
 """The SQLite result store: runs and their records, schema generated from `schema.FIELDS`.
 
-File: `farm.paths.state_dir() / "results.sqlite"` unless a path is given. Tables:
+File: `farm.paths.state_dir() / "results.sqlite"` unless a path is given (a path, never a
+URL: `farm.results.location`). Tables:
 
 * `meta(key, value)` – `schema_version` (= `schema.SCHEMA_VERSION`). An older store is
   migrated (below); a newer one, or one of this version whose `records` columns differ
@@ -62,12 +63,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from farm import followup
 from farm.errors import StoreError
 from farm.paths import host_write_failure, state_dir
 from farm.results import controller, migrate, provenance, spill
 from farm.results.damage import is_damage, scan
 from farm.results.disk import StoreDiskError, connect, disk_errno, intact
 from farm.results.integrity import IntegrityReport, check_store
+from farm.results.location import store_location
 from farm.results.schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION
 from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, normalize_record
 
@@ -146,7 +149,7 @@ class ResultStore:
     def __init__(self, path: str | Path | None = None, *, create: bool = True) -> None:
         """`create=False` (readers such as `farm results`) refuses a missing file instead
         of leaving an empty store behind."""
-        self.path = Path(path) if path is not None else default_store_path()
+        self.path = store_location(path) if path is not None else default_store_path()
         self._lock = threading.RLock()
         self.migrated: list[str] = []  # columns added when this store was opened
         self.read_only = False  # opened immutable: the disk is full, the file intact
@@ -445,7 +448,8 @@ class ResultStore:
                     "SELECT run_id FROM runs ORDER BY started_utc DESC, run_id DESC LIMIT 1"
                 ).fetchone()
                 if row is None:
-                    raise StoreError(f"no runs in {self.path}", hint="run `farm bench` first")
+                    raise StoreError(f"no runs in {self.path}",
+                                     hint=f"run `{followup.command('bench')}` first")
                 return str(row[0])
             ids = [r[0] for r in db.execute(
                 "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY run_id",
@@ -454,7 +458,7 @@ class ResultStore:
             return prefix
         if not ids:
             raise StoreError(f"no run matches {prefix!r} in {self.path}",
-                             hint="see `farm results list` for run ids")
+                             hint=f"see `{followup.command('results', 'list')}` for run ids")
         if len(ids) > 1:
             shown = ", ".join(ids[:5]) + (" ..." if len(ids) > 5 else "")
             raise StoreError(f"run prefix {prefix!r} is ambiguous: {shown}",
@@ -557,6 +561,8 @@ class ResultStore:
             return value in want if many else value == want
 
         run = filters.get("run_id")
+        if found.unprobed:  # rows no index names may be there, of any run
+            raise damaged
         for keys in found.unreadable.values():
             if run is None or "run_id" not in keys or wanted(keys["run_id"], run):
                 raise damaged
@@ -575,7 +581,7 @@ class ResultStore:
                 except ValueError as exc:
                     raise StoreError(
                         f"{self.path}: record {rec['record_id']}: field {name!r} is not "
-                        f"valid JSON ({exc})", hint="run `farm results check`",
+                        f"valid JSON ({exc})", hint=f"run `{followup.command('results', 'check')}`",
                     ) from exc
         return rec
 

@@ -2,7 +2,8 @@
 real steps (front-end canonicalisation, then each route's own `Route.check`: an ORT session,
 the custom lowerer, TVM's importer), not by a list of op names.
 
-`check_file(path, spec) -> dict` (JSON-able): inputs/outputs with their shapes, the bound
+`check_file(path, spec) -> dict` (JSON-able; BuildError for a file `farm.models.check.
+load_checked` refuses, as a bench would): inputs/outputs with their shapes, the bound
 shapes, detected quantisation, params, MACs (matrix products of the canonical graph at the
 bound shapes), and per route {ok, stage, node, op, reason}.
 """
@@ -18,6 +19,7 @@ import numpy as np
 import onnx
 
 from farm.errors import FarmError
+from farm.models.check import load_checked
 from farm.models.frontend import ShapeSpec, canonicalize, detect_quantisation
 from farm.routes.spec import ModelForms, Route, Verdict, source_file
 
@@ -85,7 +87,9 @@ def check_file(path: str | Path, routes: Mapping[str, Route],
                spec: ShapeSpec | None = None) -> dict[str, Any]:
     """The report of `farm models check` for `path` over `routes` (the registry's)."""
     path = Path(path)
-    source = onnx.load(str(path))
+    # the file-level judgement a bench makes too (an empty, cut, oversized, cyclic or
+    # non-ONNX file is refused the same way, before any route looks at it)
+    source = load_checked(path)
     report: dict[str, Any] = {
         "file": str(path), "inputs": _io([i for i in source.graph.input
                                           if i.name not in {t.name for t in

@@ -90,6 +90,48 @@ def _reap(leader: int) -> None:
         os.waitpid(leader, os.WNOHANG)
 
 
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def listeners(port: int, pgid: int) -> list[int] | None:
+    """Pids of group `pgid` that hold a listening TCP socket on `port` ([] if none does);
+    None when /proc cannot tell (not Linux). TVM's tracker listens in its `popen_worker`
+    child, not in the process farm started, so the started pid is not the one to name."""
+    inodes: set[str] = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with contextlib.suppress(FileNotFoundError):
+                for line in Path(table).read_text().splitlines()[1:]:
+                    cols = line.split()
+                    if len(cols) > 9 and cols[3] == "0A" and \
+                            int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{cols[9]}]")
+        pids = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
+    except (OSError, ValueError):
+        return None
+    found = []
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+            if int(stat[2]) != pgid or stat[0] == "Z":
+                continue
+            if any(os.readlink(fd) in inodes for fd in Path(f"/proc/{pid}/fd").iterdir()):
+                found.append(pid)
+    return found
+
+
 def port_open(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):

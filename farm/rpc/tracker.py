@@ -17,7 +17,7 @@ from typing import Any
 
 from farm.errors import TransportError, UsageError
 from farm.paths import state_dir
-from farm.rpc.procs import ServiceProcess, port_open, spawn
+from farm.rpc.procs import ServiceProcess, listeners, pid_alive, port_open, spawn
 
 DEFAULT_PORT = 9190
 
@@ -80,7 +80,11 @@ def stop_tracker() -> bool:
 
 
 def tracker_status(host: str | None = None, port: int | None = None) -> dict[str, Any]:
-    """{"host", "port", "pid", "servers": [{"key", "addr"}], "queue": {key: {free, pending}}}."""
+    """{"host", "port", "pid", "started_pid", "started_alive", "servers": [{"key", "addr"}],
+    "queue": {key: {free, pending}}}. `pid` is the process that listens on the port (TVM's
+    `popen_worker` child), `started_pid` the one farm started (it may be gone while its
+    child serves on). A tracker farm recorded that no process listens for any more is a
+    TransportError (its processes were killed), never a status naming a dead pid."""
     from farm.routes.tvm import api_rpc
 
     state = tracker_state()
@@ -88,10 +92,18 @@ def tracker_status(host: str | None = None, port: int | None = None) -> dict[str
         if state is None:
             raise TransportError("no tracker is running", hint="farm tracker start")
         host, port = state.host, state.port
+    serving = listeners(port, state.pgid) if state else None
+    if state is not None and serving == []:
+        raise TransportError(
+            f"the tracker farm started on {host}:{port} (process group {state.pgid}) no "
+            "longer listens: its processes were killed or exited",
+            hint="`farm tracker stop` clears what is left, then `farm tracker start`")
     summary = api_rpc.tracker_summary(host, port)
     servers = [{"key": s["key"].split(":", 1)[-1], "addr": f"{s['addr'][0]}:{s['addr'][1]}"}
                for s in summary.get("server_info", [])]
     queue = {k: {"free": v.get("free", 0), "pending": v.get("pending", 0)}
              for k, v in summary.get("queue_info", {}).items()}
-    return {"host": host, "port": port, "pid": state.pid if state else None,
+    return {"host": host, "port": port, "pid": serving[0] if serving else None,
+            "started_pid": state.pid if state else None,
+            "started_alive": pid_alive(state.pid) if state else None,
             "servers": sorted(servers, key=lambda s: (s["key"], s["addr"])), "queue": queue}

@@ -3,8 +3,10 @@
 Host keys are checked against the device's `known_hosts` file (default
 ~/.ssh/known_hosts) with `RejectPolicy`: an unknown or changed key is a
 `HostKeyError` pointing at `farm devices trust NAME`, never a silent accept.
-Connection setup retries with backoff for a bounded total time; commands are never
-retried (a measurement must not be silently repeated into the same result).
+Connection setup is retried once when the failure may pass (refused, reset, no answer;
+`ssh_endpoint` names each case in one line and keeps paramiko's log off the terminal);
+commands are never retried (a measurement must not be silently repeated into the same
+result).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import paramiko
 
+from farm import followup
 from farm.errors import HostKeyError, TransportError
 from farm.inventory.device import Device
 from farm.transports.base import (
@@ -29,6 +32,13 @@ from farm.transports.base import (
     copy_capped,
 )
 from farm.transports.sftp_upload import upload
+from farm.transports.ssh_endpoint import (
+    EndpointFailure,
+    RecordingSocket,
+    handshake_failure,
+    open_socket,
+    quiet_paramiko,
+)
 
 CONNECT_TIMEOUT_S = 10.0
 # AES-GCM first: its tag comes with the cipher, while the CTR modes add a separate
@@ -40,9 +50,10 @@ PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 # our receive window per channel (paramiko's default is 2 MiB): outputs and agent lines
 # come back without waiting for window adjustments
 WINDOW_BYTES = 16 << 20
-CONNECT_BUDGET_S = 20.0  # total time spent retrying connection setup
-_RETRYABLE = (paramiko.ssh_exception.NoValidConnectionsError, TimeoutError, socket.timeout,
-              ConnectionError, EOFError)
+CONNECT_BUDGET_S = 20.0  # connection setup: the one retry starts only within this time
+RETRY_DELAY_S = 1.0  # before the one retry of a refused / reset / unanswered connect
+
+quiet_paramiko()
 
 
 def known_hosts_path(device: Device) -> Path:
@@ -153,61 +164,67 @@ class SSHTransport(Transport):
         return bool(transport and transport.is_active())
 
     def _connect(self) -> paramiko.SSHClient:
-        device = self.device
+        """Connect, retrying once what may pass (refused, reset, no answer): a device that
+        reboots or an sshd being restarted; a wrong port or a host that is off fails at
+        once instead of after the whole budget (`ssh_endpoint`'s docstring)."""
         deadline = time.monotonic() + self._budget
-        delay = 0.25
-        while True:
-            client = paramiko.SSHClient()
-            hosts = known_hosts_path(device)
-            if hosts.is_file():
-                client.load_host_keys(str(hosts))
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
-            try:
-                client.connect(
-                    device.host, port=device.port, username=device.user or "root",
-                    key_filename=device.identity_file, timeout=CONNECT_TIMEOUT_S,
-                    banner_timeout=CONNECT_TIMEOUT_S, auth_timeout=CONNECT_TIMEOUT_S,
-                    allow_agent=False, look_for_keys=device.identity_file is None,
-                    transport_factory=_fast_transport,
-                )
-                return client
-            except paramiko.BadHostKeyException as exc:
-                client.close()
+        try:
+            return self._connect_once()
+        except EndpointFailure as exc:
+            if not exc.transient or time.monotonic() + RETRY_DELAY_S >= deadline:
+                raise
+        time.sleep(RETRY_DELAY_S)
+        return self._connect_once()
+
+    def _connect_once(self) -> paramiko.SSHClient:
+        device = self.device
+        assert device.host
+        started = time.monotonic()
+        sock = RecordingSocket(open_socket(device.host, device.port, CONNECT_TIMEOUT_S,
+                                           device.name))
+        client = paramiko.SSHClient()
+        hosts = known_hosts_path(device)
+        if hosts.is_file():
+            client.load_host_keys(str(hosts))
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(
+                device.host, port=device.port, username=device.user or "root",
+                key_filename=device.identity_file, timeout=CONNECT_TIMEOUT_S,
+                banner_timeout=CONNECT_TIMEOUT_S, auth_timeout=CONNECT_TIMEOUT_S,
+                allow_agent=False, look_for_keys=device.identity_file is None,
+                transport_factory=_fast_transport, sock=sock,  # type: ignore[arg-type]
+            )
+            return client
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            trust = followup.command("devices", "trust", device.name)
+            raise HostKeyError(
+                f"host key CHANGED for {host_key_name(device)} (pinned in {hosts}); "
+                f"presented {exc.key.get_name()} {fingerprint(exc.key)}",
+                device=device.name,
+                hint=f"if the device was re-imaged on purpose, run `{trust}` to re-pin; "
+                     "otherwise stop: someone may be intercepting the connection") from None
+        except paramiko.AuthenticationException:
+            client.close()
+            raise TransportError(
+                f"authentication failed as {device.user or 'root'}",
+                device=device.name,
+                hint="check `user` and `identity_file` in the inventory") from None
+        except paramiko.SSHException as exc:
+            client.close()
+            if "not found in known_hosts" in str(exc):
+                trust = followup.command("devices", "trust", device.name)
                 raise HostKeyError(
-                    f"host key CHANGED for {host_key_name(device)} (pinned in {hosts}); "
-                    f"presented {exc.key.get_name()} {fingerprint(exc.key)}",
+                    f"host key of {host_key_name(device)} is not in {hosts}",
                     device=device.name,
-                    hint="if the device was re-imaged on purpose, run "
-                         f"`farm devices trust {device.name}` to re-pin; otherwise stop: "
-                         "someone may be intercepting the connection") from None
-            except paramiko.SSHException as exc:
-                client.close()
-                if "not found in known_hosts" in str(exc):
-                    raise HostKeyError(
-                        f"host key of {host_key_name(device)} is not in {hosts}",
-                        device=device.name,
-                        hint=f"run `farm devices trust {device.name}` to see its fingerprint "
-                             "and pin it") from None
-                if isinstance(exc, paramiko.AuthenticationException):
-                    raise TransportError(
-                        f"authentication failed as {device.user or 'root'}",
-                        device=device.name,
-                        hint="check `user` and `identity_file` in the inventory") from None
-                error: Exception = exc
-            except _RETRYABLE as exc:
-                client.close()
-                error = exc
-            except OSError as exc:
-                client.close()
-                error = exc
-            if time.monotonic() + delay > deadline:
-                raise TransportError(
-                    f"cannot connect to {device.host}:{device.port}: "
-                    f"{type(error).__name__}: {error}", device=device.name,
-                    hint="check the device is on and sshd runs (`farm devices check "
-                         f"{device.name}`)") from None
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+                    hint=f"run `{trust}` to see its fingerprint and pin it") from None
+            raise handshake_failure(sock, exc, host=device.host, port=device.port,
+                                    started=started, device=device.name) from None
+        except (OSError, EOFError) as exc:
+            client.close()
+            raise handshake_failure(sock, exc, host=device.host, port=device.port,
+                                    started=started, device=device.name) from None
 
     # -- interface ------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, timeout: float | None = 60.0, check: bool = True,

@@ -6,7 +6,8 @@ things a CI log reader looks for, the way pytest or cargo report steps:
 
 * the run (id, model, routes, devices);
 * the start of a long step (`prepare` = model build on the host, a device's `build` and
-  `deploy`) and its end with the duration, taken from the events' own timestamps `t`;
+  `deploy`) and its end with the duration, taken from the events' own timestamps `t`
+  ("failed after N s" when the device failed inside the step);
 * a route started, and finished with its status, median, p90 and n;
 * warnings: a route's drift flags (frequency/temperature moved), a route or device that is
   not ok with its detail;
@@ -44,20 +45,32 @@ class StepLines:
 
     open_steps: dict[str | None, tuple[str, float]] = field(default_factory=dict)
 
-    def _close(self, who: str | None, t: float | None) -> list[str]:
+    def _close(self, who: str | None, t: float | None, outcome: str = "done") -> list[str]:
+        """The end line of `who`'s open long step: "done in N s", or "failed after N s"
+        when the device failed inside it (a deploy that could not connect is not done)."""
         step = self.open_steps.pop(who, None)
         if step is None or t is None:
             return []
         name, started = step
         prefix = f"{who}: " if who else "farm: "
-        return [f"{prefix}{LONG_PHASES[name]} done in {max(0.0, t - started):.1f} s"]
+        took = max(0.0, t - started)
+        verb = "done in" if outcome == "done" else f"{outcome} after"
+        return [f"{prefix}{LONG_PHASES[name]} {verb} {took:.1f} s"]
 
     def lines(self, event: dict[str, Any]) -> list[str]:
         kind, who, t = event.get("event"), event.get("device"), event.get("t")
         prefix = f"{who}: " if who else "farm: "
         out: list[str] = []
-        if kind in ("phase", "run", "route_start", "device_done"):
+        if kind in ("phase", "run", "route_start"):
             out += self._close(who, t)  # whatever comes next ends the open long step
+        elif kind == "route_done" and event.get("status") == "failed":
+            # a route failing with no route started since the step began: the device
+            # failed inside the step (its routes are stored "not run")
+            out += self._close(who, t, "failed")
+        elif kind == "device_done":
+            status = event.get("status")
+            out += self._close(who, t, "done" if status in ("ok", "partial") else
+                               "stopped" if status == "interrupted" else "failed")
         if kind == "phase" and event.get("phase") in LONG_PHASES:
             name = event["phase"]
             what = LONG_PHASES[name]

@@ -81,7 +81,9 @@ def test_6_host_key_changed_summary_says_the_next_step(faults, start_bench) -> N
     with faults.host_key_changed("lab1"):
         bench = start_bench(["lab1"], runs=1, min_time=0.0)
         assert bench.wait() == 3
-    assert "farm devices trust lab1" in " ".join(bench.stderr.split())
+    # the step carries the inventory the bench was given (farm.followup)
+    inventory = faults.lab.inventory_path
+    assert f"farm --inventory {inventory} devices trust lab1" in " ".join(bench.stderr.split())
 
 
 def test_10_work_dir_full(faults, start_bench) -> None:
