@@ -92,6 +92,8 @@ def tracker_status(host: str | None = None, port: int | None = None) -> dict[str
         if state is None:
             raise TransportError("no tracker is running", hint="farm tracker start")
         host, port = state.host, state.port
+    if state is not None and (host, port) != (state.host, state.port):
+        state = None  # another tracker (a device's own): farm's record says nothing of it
     serving = listeners(port, state.pgid) if state else None
     if state is not None and serving == []:
         raise TransportError(

@@ -64,6 +64,7 @@ class RemoteVM:
     dev: Any
     args: list[Any]
     phases: dict[str, float] = field(default_factory=dict)  # upload_s, load_s
+    remote: Any = None                  # the session, for functions on the device
 
 
 def _upload(remote: Any, lib_path: Path) -> str:
@@ -91,15 +92,24 @@ def remote_vm_load(remote: Any, lib_path: Path, inputs: list[Any]) -> RemoteVM:
     vm = relax.VirtualMachine(remote.load_module(remote_name), dev)
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
     phases["load_s"] = time.monotonic() - started
-    return RemoteVM(vm, dev, args, phases)
+    return RemoteVM(vm, dev, args, phases, remote)
 
 
 def remote_vm_outputs(loaded: RemoteVM) -> list[Any]:
     """Run `main` once on the device; its outputs as numpy arrays."""
     tvm = _tvm()
     result = loaded.vm["main"](*loaded.args)
-    items = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)
-    return [item.numpy() for item in items]
+    if isinstance(result, tvm.runtime.Tensor):
+        return [result.numpy()]
+    try:
+        items = list(result)
+    except TypeError:
+        # several outputs come back as a tuple that stays on the device (an RPC object
+        # reference, not iterable here): read its items with the device's own functions
+        size = loaded.remote.get_function("ffi.ArraySize")
+        item = loaded.remote.get_function("ffi.ArrayGetItem")
+        items = [item(result, i) for i in range(int(size(result)))]
+    return [x.numpy() for x in items]
 
 
 def remote_vm_time(loaded: RemoteVM, *, number: int, repeat: int,
