@@ -22,6 +22,7 @@ from farm.bench.config import BenchConfig, Policy
 from farm.cli.drive import add_events_option, drive
 from farm.cli.results_cmd import add_columns_option
 from farm.cli.shape_opts import add_shape_options, shape_kwargs
+from farm.cli.term import stdout_console
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
 from farm.routes import all_keys
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise UsageError(f"device {', '.join(twice)} listed twice; each device runs once")
-    out = Console(highlight=False) if sys.stdout.isatty() else Console(width=160)
+    out = stdout_console()
     # in a log a message must stay one line whatever its length (no wrap at 80 columns)
     err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
     # the progress goes where a human looks; machine output and `--events -` keep stdout clean
@@ -157,7 +158,9 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
     except ValueError as exc:  # checked before the bench too: this is a last resort
         raise UsageError(str(exc)) from exc
     if output == "table":
-        out.print(render_results(result.records, keys, title=f"run {result.run_id}"))
+        full = bool(columns)  # columns named on the command line are all drawn
+        out.print(render_results(result.records, keys, title=f"run {result.run_id}",
+                                 full=full), crop=not full)
     else:
         sys.stdout.write(format_records(result.records, output, keys))
         sys.stdout.flush()

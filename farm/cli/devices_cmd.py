@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from rich.console import Console
 from rich.table import Table
 
+from farm.cli.term import stdout_console
 from farm.devices.check import CheckResult, check_device
 from farm.devices.fanout import fan_out
 from farm.errors import EXIT_PARTIAL, UsageError
@@ -133,4 +134,4 @@ def run_trust(args: argparse.Namespace) -> int:
 
 def _stdout_console() -> Console:
     """The terminal's width on a TTY; 160 columns in a log, so tables stay one line a row."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    return stdout_console()

@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         for line in result.failures():
             err.print(f"farm: {line}", markup=False, highlight=False)
         if result.run_id and result.records:
-            render(store, [result.run_id], args.output, args.html)
+            render(store, [result.run_id], args.output, args.html,
+                   full=args.columns == "all")
             err.print(f"farm: triangle run {result.run_id} {result.status}; "
                       f"`farm report {result.run_id}` shows it again", markup=False,
                       highlight=False)
