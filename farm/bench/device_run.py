@@ -155,8 +155,13 @@ class DeviceRun:
         self.check_stop()
         self.emit("phase", phase="build")
         for route in self._left():
+            started = time.monotonic()
+            # what is building, for the live view's elapsed time and a log's durations
+            self.emit("build", route=route, state="start")
             try:
                 self.plans[route] = backend.plan(route)
+                self.emit("build", route=route, state="done",
+                          seconds=round(time.monotonic() - started, 3))
                 left = self.plans[route].build_flags.get("symbolic_dims")
                 if left:  # never silently slow: TVM's fallback schedules on unknown dims
                     self.emit("warning", route=route, message=(

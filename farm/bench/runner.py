@@ -90,7 +90,7 @@ class Bench:
         emit({"t": time.time(), "device": None, "event": "run", "run_id": self.run_id,
               "devices": [d.name for d in self.devices],
               "routes": [str(k) for k in self.config.routes],
-              "model": prepared.model_label})
+              "routes_default": self.config.routes_default, "model": prepared.model_label})
         for device in self.devices:
             mine = [r for r in prior if r["device"] == device.name]
             run = DeviceRun(device, prepared, self.run_id, self.store, emit, self.stop,

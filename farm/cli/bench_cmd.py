@@ -25,7 +25,7 @@ from farm.cli.shape_opts import add_shape_options, shape_kwargs
 from farm.cli.term import stdout_console
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
-from farm.routes import all_keys
+from farm.routes import ROUTES, all_keys
 
 if TYPE_CHECKING:
     from farm.bench.runner import BenchResult
@@ -37,8 +37,10 @@ OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark a model on devices (live view)")
     add_target_options(p)
-    p.add_argument("--routes", default="ort",
-                   help=f"comma list of {','.join(str(k) for k in all_keys())}")
+    p.add_argument("--routes", default=None,
+                   help="comma list of " + ",".join(str(k) for k in all_keys())
+                        + " (default: every route the device offers for the model, fused: "
+                        + ",".join(ROUTES) + "; those it cannot run are skipped and named)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     add_policy_options(p)
     p.add_argument("--repeats", type=int, default=1,
@@ -104,7 +106,11 @@ def policy_from(args: argparse.Namespace) -> Policy:
 
 def config_from(args: argparse.Namespace) -> BenchConfig:
     policy = policy_from(args)
-    routes = tuple(r.strip() for r in args.routes.split(",") if r.strip())
+    # no --routes: () is BenchConfig's "every route" (routes_default)
+    routes = tuple(r.strip() for r in (args.routes or "").split(",") if r.strip())
+    if args.routes is not None and not routes:
+        raise UsageError("--routes is empty", hint="name routes, or leave --routes out for "
+                                                   "every route")
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
@@ -143,12 +149,12 @@ def run(args: argparse.Namespace) -> int:
     with ResultStore(args.store) as store:
         bench = Bench(devices, config, store, ["farm", *sys.argv[1:]], resume_run=resume)
         result = drive(bench, err if machine else out, args.events)
-        report(result, args.output, args.columns, out, err, store)
+        report(result, args.output, args.columns, out, err, store, config.routes_default)
     return EXIT_INTERRUPTED if result.status == "interrupted" else result.exit_code
 
 
 def report(result: BenchResult, output: str, columns: str | None, out: Console,
-           err: Console, store: ResultStore) -> None:
+           err: Console, store: ResultStore, default_routes: bool = False) -> None:
     from farm.results.printers import columns_for, format_records, render_results
 
     if not result.run_id:
@@ -168,8 +174,10 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
         err.print(Text(f"farm: {line}", style="red"))
     bad = [r for r in result.records if r["status"] not in ("ok",)]
     for r in bad:
-        err.print(f"farm: {r['device']}/{r['route']}: {r['status']}: {r['status_detail']}",
-                  markup=False, highlight=False)
+        what = f"{r['status']}: {r['status_detail']}"
+        if default_routes and r["status"] == "unavailable":
+            what = f"skipped (not named by --routes): {r['status_detail']}"
+        err.print(f"farm: {r['device']}/{r['route']}: {what}", markup=False, highlight=False)
     err.print(f"farm: run {result.run_id} {result.status}; {len(result.records)} record(s) "
               f"in {store.path} (`farm results show {result.run_id}`)",
               markup=False, highlight=False)

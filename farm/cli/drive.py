@@ -57,7 +57,7 @@ def open_events(path: str | None) -> Iterator[TextIO | None]:
 def drive(bench: Bench, progress: Console | None, events_path: str | None = None
           ) -> BenchResult:
     """See module docstring."""
-    from farm.views.live import run_ui
+    from farm.views.live import elapsed_line, run_ui
 
     events: queue.Queue[dict[str, Any]] = queue.Queue()
     wanted = progress is not None or events_path is not None
@@ -65,7 +65,10 @@ def drive(bench: Bench, progress: Console | None, events_path: str | None = None
     err = Console(stderr=True, highlight=False)
     with open_events(events_path) as events_out:
         try:
-            bench.start(emit)
+            config = bench.config
+            with elapsed_line(progress or Console(quiet=True, force_terminal=False),
+                              f"model build of {config.model} ({config.variant})"):
+                bench.start(emit)
             run_ui(events, lambda: not bench.running(),
                    progress or Console(quiet=True, force_terminal=False),
                    events_out=events_out)
