@@ -10,7 +10,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from farm import __version__
+from farm import __version__, libout
 from farm.errors import EXIT_INTERRUPTED, EXIT_USAGE, FarmError
 
 # subcommand name -> module under farm.cli exposing register(subparsers) and run(args) -> int
@@ -74,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    libout.install()  # libraries' chatter to .farm/logs/ during the steps that capture it
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `farm devices --output json | head`
@@ -84,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FarmError as exc:
         print(f"farm: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    finally:
+        libout.uninstall()
 
 
 def entry() -> None:

@@ -50,6 +50,7 @@ class DeviceView:
     detail: str = ""
     emulated: bool = False
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. where library output went
     building: str | None = None       # the route key whose build runs now
     build_t: float | None = None      # its start (the event's time)
 
@@ -61,6 +62,7 @@ class BenchState:
     routes: list[str] = field(default_factory=list)
     phase: str = "starting"
     devices: dict[str, DeviceView] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # the host's steps (model build)
 
     def device(self, name: str) -> DeviceView:
         if name not in self.devices:
@@ -80,6 +82,8 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
             state.phase = "running"
         elif kind == "phase":
             state.phase = event.get("phase", state.phase)
+        elif kind == "library_output" and event.get("summary"):
+            state.notes.append(str(event["summary"]))
         return state
     dev = state.device(name)
     if kind == "phase":
@@ -98,6 +102,8 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
         dev.build_t = event.get("t") if start else None
     elif kind == "stage":
         dev.stage = event["stage"]
+    elif kind == "library_output" and event.get("summary"):
+        dev.notes.append(str(event["summary"]))
     elif kind == "warning":  # e.g. a TVM build left with a symbolic dim (slow, not wrong)
         dev.warnings.append(str(event.get("message", "")))
     elif kind == "samples":
@@ -129,8 +135,9 @@ def render(state: BenchState, now: float | None = None) -> Table:
     """The whole view as one table (pure: same state and `now`, same table). `now` (a
     `time.time()`) gives a running build its elapsed seconds."""
     title = f"farm bench {state.run_id}  model {state.model}" if state.run_id else "farm bench"
-    table = Table(title=title, caption="median and p90 of steady-state samples so far, ms",
-                  expand=False)
+    caption = "\n".join(["median and p90 of steady-state samples so far, ms",
+                         *(f"farm: {note}" for note in state.notes)])
+    table = Table(title=title, caption=caption, caption_justify="left", expand=False)
     for column in ("device", "phase", "route", "progress", "n", "median ms", "p90 ms",
                    "CPU MHz", "temp °C", "finished"):
         table.add_column(column, no_wrap=column != "finished")
@@ -156,6 +163,8 @@ def render(state: BenchState, now: float | None = None) -> Table:
             finished.append("  ")
         for warning in dev.warnings:
             finished.append(f"warning: {warning[:120]}  ", style="yellow")
+        for note in dev.notes:
+            finished.append(f"{note}  ", style="dim")
         if dev.detail and dev.status not in (None, "ok"):
             finished.append(dev.detail[:120], style="red")
         table.add_row(device_label(name, dev.emulated), phase, route,
@@ -185,7 +194,10 @@ def elapsed_line(console: Console, what: str) -> Iterator[None]:
     if not console.is_terminal:
         yield
         return
-    with Live(Elapsed(what), console=console, refresh_per_second=4, transient=True):
+    # no redirect of sys.stdout/stderr: a capturing thread's writes must reach
+    # farm.libout's router, not be printed above the live display
+    with Live(Elapsed(what), console=console, refresh_per_second=4, transient=True,
+              redirect_stdout=False, redirect_stderr=False):
         yield
 
 
@@ -223,7 +235,7 @@ def run_ui(events: queue.Queue[dict[str, Any]], done: Callable[[], bool],
             drain(0.2)
         return state
     with Live(render(state, time.time()), console=console, refresh_per_second=4,
-              transient=False) as live:
+              transient=False, redirect_stdout=False, redirect_stderr=False) as live:
         while not (done() and events.empty()):
             drain(0.25)
             live.update(render(state, time.time()))  # also between events: elapsed ticks

@@ -13,6 +13,8 @@ things a CI log reader looks for, the way pytest or cargo report steps:
   a route the device cannot run is "skipped" with the reason;
 * warnings: a route's drift flags (frequency/temperature moved), a route or device that is
   not ok with its detail;
+* one line naming a step's library output (TVM, onnxscript, numpy) and its log
+  (`farm.libout`), when the step had any;
 * a device finished.
 
 Per-sample events (`samples`, `stage`, `state`) make no line: they are what the live view
@@ -80,6 +82,8 @@ class StepLines:
         elif kind == "build" and event.get("state") == "done" \
                 and float(event.get("seconds") or 0) >= BUILD_LINE_S:
             out.append(f"{prefix}built {event.get('route')} in {event['seconds']:.1f} s")
+        elif kind == "library_output" and event.get("summary"):
+            out.append(f"{prefix}{event['summary']}")
         elif kind == "route_start":
             out.append(f"{prefix}{event.get('route')} ({int(event.get('index') or 0) + 1}/"
                        f"{event.get('total') or '?'}) started")
