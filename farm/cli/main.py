@@ -1,6 +1,8 @@
 """`farm` entry point: parse arguments, dispatch to one module per subcommand,
 and turn the FarmError family into exit codes (0 ok, 1 error, 2 usage, 3 partial,
-130 interrupted). This is the only place exit codes are decided.
+4 regression found by `compare --max-slowdown`, 130 interrupted). This is the only place
+exit codes are decided. While a command runs, libraries' output during the steps that
+capture it goes to .farm/logs/ (`farm.libout`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="farm",
         description="Measure TVM, ONNX Runtime and a custom executor on real devices.",
-        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 some devices failed, 130 interrupted",
+        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 some devices failed, 4 regression "
+               "(compare --max-slowdown), 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"farm {__version__}")
     parser.add_argument("--inventory", metavar="FILE",
