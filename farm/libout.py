@@ -184,9 +184,11 @@ class Capture:
             return None
         counts = Counter(_gist(line) for line in self.lines if line.strip())
         top, times = counts.most_common(1)[0] if counts else ("", 0)
-        most = f" (most: “{top}”{f' ×{times}' if times > 1 else ''})" if top else ""
-        return (f"{self.step}: {len(self.lines)} line(s) of library output{most} "
-                f"in {_shown(self.path)}")
+        n = len(self.lines)
+        what = "1 line" if n == 1 else f"{n} lines"
+        quote = "" if not top else f" (“{top}”)" if n == 1 else \
+            f" (most: “{top}”{f' ×{times}' if times > 1 else ''})"
+        return f"{self.step}: {what} of library output{quote} in {_shown(self.path)}"
 
 
 def _gist(line: str) -> str:

@@ -167,7 +167,7 @@ def test_capture_keeps_other_threads_on_the_terminal(tmp_path: Path) -> None:
         assert chatter not in done.stderr and chatter not in done.stdout
     assert "native chatter" not in _outside_summary(done.stderr)
     assert done.stderr.count("farm: own line") >= 5
-    assert "SUMMARY build: " in done.stderr and " line(s) of library output" in done.stderr
+    assert "SUMMARY build: " in done.stderr and " lines of library output" in done.stderr
     assert "after: back on stderr" in done.stderr
     (log,) = _logs(tmp_path)
     text = log.read_text()
