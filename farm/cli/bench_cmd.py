@@ -1,5 +1,9 @@
 """`farm bench` — measure a model on devices, live, and keep every result.
 
+Without `--routes` every route the device offers for the model is measured (the fused keys
+of the registry); a route it cannot run or build is recorded `unavailable` and reported as
+skipped, with the reason.
+
 Devices run in parallel; the live view (stdout on a terminal) shows each one; without a
 terminal (a log, CI) one short line per step prints instead, then the table. `--events FILE`
 ('-': stdout) keeps every event as JSON lines. With `--output json|jsonl|csv|md` stdout holds
