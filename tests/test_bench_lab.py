@@ -77,7 +77,8 @@ def test_native_and_emulated_devices_in_parallel(lab: Any, tmp_path: Path) -> No
 def _bench_with_fault(lab: Any, tmp_path: Path, fault: Any, **config_kw: Any) -> tuple:
     slow = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=4.0,
                   max_time_s=8.0)
-    config = BenchConfig(policy=slow, pause_s=0.0, profile_runs=1, **config_kw)
+    config = BenchConfig(policy=slow, pause_s=0.0, profile_runs=1,
+                         **{"routes": ("ort",), **config_kw})
     fired = threading.Event()
     store = ResultStore(tmp_path / "r.sqlite")
     bench = Bench(devices(lab, "lab1", "lab2"), config, store, "test")
@@ -143,12 +144,13 @@ def test_link_cut_mid_bench(lab: Any, tmp_path: Path) -> None:
 def test_second_bench_on_a_busy_device_fails_clearly(lab: Any, tmp_path: Path) -> None:
     long = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=5.0, max_time_s=8.0)
     store = ResultStore(tmp_path / "r.sqlite")
-    first = Bench(devices(lab, "lab1"), BenchConfig(policy=long, profile_runs=1), store, "a")
+    first = Bench(devices(lab, "lab1"), BenchConfig(policy=long, profile_runs=1, routes=("ort",)),
+                  store, "a")
     measuring = threading.Event()
     first.start(lambda e: measuring.set() if e["event"] == "samples" else None)
     assert measuring.wait(60)
-    second = run_bench(devices(lab, "lab1"), BenchConfig(policy=QUICK, profile_runs=1),
-                       store, "b")
+    second = run_bench(devices(lab, "lab1"), BenchConfig(policy=QUICK, profile_runs=1,
+                                                            routes=("ort",)), store, "b")
     assert second.exit_code == 1 and second.refused  # a refusal stores no run
     status, detail = second.devices["lab1"]
     assert status == "failed" and "busy: held by farm bench" in detail
@@ -162,8 +164,8 @@ def test_interrupt_leaves_no_agent_on_any_device(lab: Any, tmp_path: Path) -> No
     long = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=30.0,
                   max_time_s=40.0)
     with ResultStore(tmp_path / "r.sqlite") as store:
-        bench = Bench(devices(lab, "lab1", "lab2"), BenchConfig(policy=long, profile_runs=1),
-                      store, "test")
+        bench = Bench(devices(lab, "lab1", "lab2"),
+                      BenchConfig(policy=long, profile_runs=1, routes=("ort",)), store, "test")
         measuring: set[str] = set()
         both = threading.Event()
 

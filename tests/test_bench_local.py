@@ -158,7 +158,7 @@ def test_interrupt_keeps_results_and_leaves_no_agent(tmp_path: Path) -> None:
     devs = [device(tmp_path, "a"), device(tmp_path, "b")]
     config = BenchConfig(policy=Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=5,
                                        min_time_s=0.1, max_time_s=30.0),
-                         pause_s=0.0, profile_runs=1)
+                         pause_s=0.0, profile_runs=1, routes=("ort",))
     slow_b = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=5, min_time_s=20.0,
                     max_time_s=30.0)
     with ResultStore(tmp_path / "r.sqlite") as store:
@@ -198,8 +198,8 @@ def test_step_lines_when_not_a_tty_and_events_on_request(
     monkeypatch.setenv("FARM_LOCAL_WORKDIR", str(tmp_path / "wd-cli"))
     monkeypatch.delenv("FARM_INVENTORY", raising=False)
     monkeypatch.chdir(tmp_path)  # no ./devices.yaml: the fleet is the built-in `local`
-    fast = ["--runs", "10", "--min-time", "0.1", "--max-time", "2", "--warmup", "1",
-            "--warmup-time", "0", "--profile-runs", "1", "--pause", "0",
+    fast = ["--routes", "ort", "--runs", "10", "--min-time", "0.1", "--max-time", "2",
+            "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1", "--pause", "0",
             "--store", str(tmp_path / "c.sqlite")]
     # default off a terminal: one human line per step, then the table; no JSON
     assert main(["bench", *fast]) == 0
@@ -227,7 +227,8 @@ def test_ctrl_c_on_the_cli_exits_130_and_leaves_no_agent(tmp_path: Path) -> None
     env.pop("FARM_INVENTORY", None)
     store_path = tmp_path / "s.sqlite"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "farm.cli.main", "bench", "--runs", "10", "--min-time", "30",
+        [sys.executable, "-m", "farm.cli.main", "bench", "--routes", "ort", "--runs", "10",
+         "--min-time", "30",
          "--max-time", "40", "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1",
          "--store", str(store_path), "--events", "-"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -310,3 +311,52 @@ def test_bench_ort_and_tvm_on_local_agree(tmp_path: Path) -> None:
     # whichever ran second was compared with the first, element-wise
     cross = by_route["ort"]["accuracy"]["cross_routes"] + tvm["accuracy"]["cross_routes"]
     assert len(cross) == 1 and cross[0]["ok"] and cross[0]["max_abs_diff"] < 1e-3
+
+
+def _sigmoid_model(path: Path) -> Path:
+    """MatMul + Sigmoid on float inputs: ORT and TVM take it; the custom executor (token ids
+    in, encoder ops) cannot build it."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32), "W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Sigmoid", ["h"], ["y"])],
+        "sig", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.tvm
+def test_bench_without_routes_measures_every_route_it_can_and_names_the_rest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    """`farm bench` with no --routes measures every route the device offers for the model
+    (fused keys) — it measured ORT only, so `farm report` then judged one route — and says
+    which it skipped and why; `--help` states the default."""
+    from farm.cli.main import build_parser, main
+
+    monkeypatch.setenv("FARM_LOCAL_WORKDIR", str(tmp_path / "wd-default"))
+    monkeypatch.delenv("FARM_INVENTORY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "d.sqlite"
+    model = _sigmoid_model(tmp_path / "sig.onnx")
+    assert main(["bench", "--model", str(model), "--runs", "5", "--min-time", "0",
+                 "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1", "--pause", "0",
+                 "--store", str(store)]) == 0
+    out = capsys.readouterr()
+    assert "routes ort,tvm,custom (the default: every route" in out.out
+    assert "local: skipped custom: cannot build the custom route" in out.out
+    assert "local/custom: skipped (not named by --routes)" in out.err
+    with ResultStore(store) as s:
+        statuses = {r["route"]: r["status"] for r in s.records(s.resolve_run("latest"))}
+        meta = s.runs()[-1].meta
+    assert statuses == {"ort": "ok", "tvm": "ok", "custom": "unavailable"}
+    assert meta["routes"] == list(ROUTES) and meta["config"]["routes_default"] is True
+    bench_help = build_parser()._subparsers._group_actions[0].choices["bench"].format_help()
+    assert "default: every route the device offers" in " ".join(bench_help.split())

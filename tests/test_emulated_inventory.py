@@ -44,6 +44,6 @@ def test_emulated_in_defaults_applies_to_every_device():
 
 
 def test_example_inventory_documents_emulated():
-    text = (REPO / "devices.yaml").read_text()
+    text = (REPO / "devices.example.yaml").read_text()
     assert "emulated:" in text
-    assert load_inventory(str(REPO / "devices.yaml")).get("pixel7").emulated is False
+    assert load_inventory(str(REPO / "devices.example.yaml")).get("pixel7").emulated is False

@@ -194,3 +194,58 @@ def test_renders_in_headless_chromium(report, tmp_path):
     dom, console = _dump(flags, broken.resolve().as_uri())
     assert dom.text.get("status", "").startswith("error:")
     assert any("noSuchFunction" in line for line in console)
+
+
+LONG_KERNELS = [f"fused_matmul{i}_cast2_multiply_subtract3_cast3_multiply{i}_multiply2_add1_"
+                f"add2_add2_multiply3_add3_relu_prepacked" for i in range(6)]
+
+
+@pytest.fixture(scope="module")
+def wide_report(tmp_path_factory):
+    """What overflowed a 1400 px window: ORT's ~100-character configuration on every ORT
+    row, TVM's fused kernels (90-character names) in the categories table."""
+    recs = constructed_records()
+    for r in recs:
+        if r["route"] == "ort":
+            level = r["build_flags"]["graph_optimization"]
+            r["build_flags"] = {"opt_level": level, "provider": "CPUExecutionProvider",
+                                "session_config": {"session.intra_op.allow_spinning": "1"}}
+        if r["route"] == "tvm" and r.get("ops"):
+            r["ops"]["nodes"] += [{"name": k, "op": k, "category": "fc", "ms": 0.1}
+                                  for k in LONG_KERNELS]
+    store, run_id = write_store(tmp_path_factory.mktemp("wide") / "r.sqlite", recs)
+    rep = load_report(store, [run_id])
+    store.close()
+    return rep
+
+
+def test_long_configurations_are_numbered_once(wide_report):
+    html = render_html(wide_report)
+    label = ('opt=all, provider=CPUExecutionProvider, '
+             'session_config={"session.intra_op.allow_spinning":"1"}')
+    dom = parse(html)
+    legend = [a for a, _ in dom.find("li") if a.get("data-config") == label]
+    assert len(legend) == 1 and legend[0]["id"].startswith("cfg-")
+    cells = [a for a, _ in dom.find("td") if a.get("data-key") == "config"
+             and a.get("data-config") == label]
+    assert cells and all(a["title"] == label for a in cells)
+    # shown whole once (the legend), never in a row
+    assert html.count(f">{label.replace(chr(34), '&quot;')}<") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium is not installed")
+def test_tables_fit_a_1400_px_window(wide_report, tmp_path):
+    """In headless Chromium at 1400 px no table is wider than the page (the per-op table's
+    'flagged' and the fusion table's 'uncertainty' columns were cut) and no table row is a
+    tall, mostly blank block (the categories table's TVM rows were ~500 px)."""
+    page = write_html(wide_report, tmp_path / "wide.html")
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--window-size=1400,3000", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom, _ = _dump(flags, page.resolve().as_uri())
+    status = next(a for a, _ in dom.find("div") if a.get("id") == "status")
+    assert dom.text.get("status") == "ok"
+    assert status["data-wide-tables"] == "0", status
+    assert int(status["data-tallest-row"]) < 200, status
+    heads = {a.get("data-key") for a, _ in dom.find("th")}
+    assert {"op_flagged", "method"} <= heads  # "flagged", "uncertainty"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_example_inventory_loads_with_pixel7_and_rpi5():
-    inv = load_inventory(str(REPO / "devices.yaml"))
+    inv = load_inventory(str(REPO / "devices.example.yaml"))
     assert {"local", "pixel7", "rpi5"} <= set(inv.devices)
     pixel = inv.get("pixel7")
     assert (pixel.port, pixel.arch, pixel.features) == (8022, "aarch64", ("neon", "dotprod"))
@@ -182,3 +183,44 @@ def test_the_agent_reads_cpuinfo_flags_as_the_host_does(monkeypatch):
     spec.loader.exec_module(agent)
     assert {flag: name for name, flag in agent.X86_FLAGS.items()} == builtin._X86_FLAGS
     assert {flag: name for name, flag in agent.ARM_FLAGS.items()} == builtin._ARM_FLAGS
+
+
+def test_every_mistake_is_reported_at_once(tmp_path, capsys):
+    """Three mistakes in three places took three runs to see; one run names them all, each
+    with its line, device, key and fix (and the CLI exits 1 once)."""
+    from farm.cli.main import main
+
+    second = GOOD.split("devices:\n", 1)[1].replace("phone1", "phone2")
+    third = second.replace("phone2", "phone3")
+    text = (GOOD.replace("    cores: 8\n", "    corez: 8\n")           # phone1: unknown key
+            + second.replace("8022", "70000")                         # phone2: port range
+            + third.replace("    arch: aarch64\n", ""))               # phone3: no arch
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_inventory(str(path))
+    err = info.value
+    problems = err.problems  # type: ignore[attr-defined]
+    assert [(p.line, p.device, p.key) for p in problems] == [
+        (9, "phone1", "corez"), (14, "phone2", "port"), (19, "phone3", "arch")]
+    assert (err.line, err.device, err.key) == (9, "phone1", "corez")  # the first
+    assert "3 problems" in str(err) and "did you mean 'cores'" in str(err)
+    assert "out of range" in str(err) and "missing required key" in str(err)
+    assert main(["--inventory", str(path), "devices"]) == 1
+    stderr = capsys.readouterr().err
+    assert all(f"{path}:{line}" in stderr for line in (9, 14, 19))
+
+
+def test_the_repository_example_is_not_a_fleet(tmp_path, monkeypatch, capsys):
+    """At the repository root `farm devices` listed the example `pixel7` as if it were
+    real: the example is devices.example.yaml, which farm never reads by itself."""
+    from farm.cli.main import main
+
+    (tmp_path / "devices.example.yaml").write_text((REPO / "devices.example.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FARM_INVENTORY", raising=False)
+    assert set(load_inventory(None).devices) == {"local"}
+    assert not (REPO / "devices.yaml").exists()
+    assert main(["devices", "--output", "json"]) == 0
+    assert [d["name"] for d in json.loads(capsys.readouterr().out)] == ["local"]
+    assert main(["devices"]) == 0
+    assert "devices.example.yaml documents every key" in capsys.readouterr().err

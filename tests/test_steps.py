@@ -82,3 +82,30 @@ def test_timed_step_prints_start_and_duration_only_off_a_terminal() -> None:
     with timed_step(tty, "farm: build tvm"):
         pass
     assert tty.file.getvalue() == ""  # type: ignore[attr-defined]
+
+
+def test_default_routes_a_slow_build_and_a_skipped_route() -> None:
+    """Without --routes the run line says so; a route's build that took a second or more
+    gets its own line (a cached one does not); a route the device cannot run is skipped
+    with the reason, not reported as a result."""
+    lines = feed([
+        {"t": 1.0, "device": None, "event": "run", "run_id": "R", "model": "tiny-fp32",
+         "devices": ["local"], "routes": ["ort", "tvm", "custom"], "routes_default": True},
+        {"t": 2.0, "device": "local", "event": "phase", "phase": "build"},
+        {"t": 2.0, "device": "local", "event": "build", "route": "ort", "state": "start"},
+        {"t": 2.1, "device": "local", "event": "build", "route": "ort", "state": "done",
+         "seconds": 0.1},
+        {"t": 2.1, "device": "local", "event": "build", "route": "tvm", "state": "start"},
+        {"t": 33.4, "device": "local", "event": "build", "route": "tvm", "state": "done",
+         "seconds": 31.3},
+        {"t": 34.0, "device": "local", "event": "phase", "phase": "deploy"},
+        {"t": 40.0, "device": "local", "event": "route_done", "route": "custom",
+         "status": "unavailable", "skipped": True,
+         "detail": "cannot build the custom route for x86_64: node 'n' (Sigmoid)"},
+    ])
+    assert lines == [
+        "farm: run R: model tiny-fp32, routes ort,tvm,custom (the default: every route; "
+        "--routes to choose) on local",
+        "local: build…", "local: built tvm in 31.3 s", "local: build done in 32.0 s",
+        "local: deploy…",
+        "local: skipped custom: cannot build the custom route for x86_64: node 'n' (Sigmoid)"]

@@ -105,6 +105,38 @@ def test_default_gemm_reads_weights_prepacked_at_build_time(tiny_model: Path,
         assert len(weight) == 3 and weight[1] == k and weight[2] == 2 * lanes, (name, weight)
 
 
+CACHED_CHILD = """
+import json, sys, time
+started = time.monotonic()
+from farm.inventory.builtin import local_device
+from farm.routes.tvm.builder import build_tvm
+art = build_tvm(sys.argv[1], local_device())
+print(json.dumps({"cached": art.cached, "s": time.monotonic() - started,
+                  "tvm_imported": "tvm" in sys.modules}))
+"""
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_a_cached_build_never_imports_tvm(tiny_model: Path) -> None:
+    """A bench whose builds are all cached spent 4.8 s (up to 12 s on a loaded machine) in
+    `build`: its key asked TVM for its version, LLVM for the host CPU and the ONNX frontend
+    for its ops, each importing TVM (and torch through tvm_ffi). A fresh process now finds
+    the library without importing TVM at all."""
+    import json
+    import subprocess
+    import sys
+
+    from farm.routes.tvm.builder import build_tvm
+
+    build_tvm(tiny_model, local_device())  # built once (or found in the suite's cache)
+    proc = subprocess.run([sys.executable, "-c", CACHED_CHILD, str(tiny_model)],
+                          capture_output=True, text=True, check=True)
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert facts["cached"] and not facts["tvm_imported"], facts
+    assert facts["s"] < 1.0, facts
+
+
 @pytest.mark.tvm
 def test_unsupported_operator_names_it_and_the_variants(tmp_path: Path, farm_home: Path) -> None:
     """An op the TVM front-end lacks is named before compiling. (This used MatMulNBits until

@@ -94,3 +94,24 @@ def test_ui_loop_draws_on_a_terminal() -> None:
     run_ui(events, lambda: True, console)
     assert "ort (1/2) measuring" in sink.getvalue()
     assert not sink.getvalue().lstrip().startswith("{")
+
+
+def test_a_running_build_shows_its_route_and_elapsed_seconds() -> None:
+    """A cold build is no longer 33 silent seconds of `build`: the view names the route
+    being built and how long it has taken (from the event's time and the `now` drawn at)."""
+    state = BenchState()
+    for event in [EVENTS[0],
+                  {"t": 100.0, "device": "pixel", "event": "phase", "phase": "build"},
+                  {"t": 100.0, "device": "pixel", "event": "build", "route": "tvm",
+                   "state": "start"}]:
+        apply(state, event)
+    console = Console(file=io.StringIO(), force_terminal=True, color_system=None, width=160)
+    console.print(render(state, now=112.4))
+    pixel = next(line for line in console.file.getvalue().splitlines() if "pixel" in line)
+    assert "build" in pixel and "building tvm 12 s" in pixel
+    apply(state, {"t": 131.0, "device": "pixel", "event": "build", "route": "tvm",
+                  "state": "done", "seconds": 31.0})
+    assert state.devices["pixel"].building is None
+    apply(state, {"t": 140.0, "device": "pixel", "event": "route_done", "route": "custom",
+                  "status": "unavailable", "skipped": True})
+    assert state.devices["pixel"].finished[-1][1] == "skipped"

@@ -1,5 +1,6 @@
 """What one bench measures and how: `Policy` (MLPerf/TFLite-style stopping rules) and
-`BenchConfig` (model, routes, threads, order, pauses, timeouts).
+`BenchConfig` (model, routes — by default every route, fused —, threads, order, pauses,
+timeouts).
 
 The policy travels unchanged to every route runner (`Policy.as_request()`, the
 `"policy"` object of the route-runner contract in docs/ARCHITECTURE.md) and into every
@@ -14,6 +15,12 @@ from typing import Any
 from farm.errors import UsageError
 from farm.results.stats import DEFAULT_N_BOOT
 from farm.routes import ROUTES, RouteKey, parse_keys
+
+
+def default_keys() -> tuple[RouteKey, ...]:
+    """What `farm bench` measures without `--routes`: every registered route (plugins
+    included), fused, in the report's order."""
+    return tuple(RouteKey(name) for name in ROUTES)
 
 
 @dataclass(frozen=True)
@@ -49,8 +56,10 @@ class Policy:
 class BenchConfig:
     model: str = "tiny"
     variant: str = "fp32"
-    # route keys, parsed once here (`ort`, `tvm-unfused` and RouteKey alike are taken)
-    routes: tuple[RouteKey, ...] = (RouteKey("ort"),)
+    # route keys, parsed once here (`ort`, `tvm-unfused` and RouteKey alike are taken);
+    # none given: every registered route, fused (`routes_default` then says so, and a
+    # route the device cannot run is reported as skipped)
+    routes: tuple[RouteKey, ...] = ()
     threads: int = 1
     policy: Policy = field(default_factory=Policy)
     pause_s: float = 1.0
@@ -69,8 +78,12 @@ class BenchConfig:
     batch: int | None = None
     seq: int | None = None
     reference: str | None = None
+    routes_default: bool = False
 
     def __post_init__(self) -> None:
+        if not self.routes:
+            object.__setattr__(self, "routes", default_keys())
+            object.__setattr__(self, "routes_default", True)
         texts = [str(r) for r in self.routes]
         keys = parse_keys(texts, tuple(ROUTES))
         if len(keys) != len(texts):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from farm.bench.agent_backend import AgentBackend
@@ -38,13 +39,14 @@ from farm.bench.records import RouteOutcome
 from farm.bench.rpc_backend import RpcBackend
 from farm.errors import BuildError, FarmError
 from farm.inventory.device import Device
+from farm.libout import Capture, capture
 from farm.results.emulation import record_emulated
 from farm.results.keeper import Keeper
 from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE, unfinished_rounds
 from farm.results.stats import interleaved_order
 from farm.routes import RouteKey, RoutePlan, key_of_record
 
-__all__ = ["KEPT", "DeviceRun", "Interrupted", "state_summary"]
+__all__ = ["KEPT", "DeviceRun", "Interrupted", "library_output", "state_summary"]
 
 # record statuses that mean "this route was measured (or cannot run) on this device"
 KEPT = (OK, INVALID, PARTIAL, UNAVAILABLE)
@@ -75,6 +77,17 @@ def remaining_order(order: list[RouteKey], left: dict[RouteKey, int]) -> list[Ro
 def _one_line(exc: FarmError) -> str:
     """The whole message, hint included: the next step must reach the summary."""
     return " — ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
+def library_output(emit: Callable[[dict[str, Any]], None], device: str | None, cap: Capture
+                   ) -> None:
+    """One event naming a step's captured library output (`farm.libout`), when it had any:
+    the step lines and the live view show its one-line summary."""
+    summary = cap.summary()
+    if summary is not None:
+        emit({"t": time.time(), "device": device, "event": "library_output",
+              "step": cap.step, "lines": len(cap.lines), "path": str(cap.path),
+              "summary": summary})
 
 
 class DeviceRun:
@@ -170,18 +183,12 @@ class DeviceRun:
         backend.open()
         self.check_stop()
         self.emit("phase", phase="build")
-        for route in self._left():
-            try:
-                self.plans[route] = backend.plan(route)
-                left = self.plans[route].build_flags.get("symbolic_dims")
-                if left:  # never silently slow: TVM's fallback schedules on unknown dims
-                    self.emit("warning", route=route, message=(
-                        f"{route}: {len(left)} tensor(s) keep a symbolic dim (e.g. {left[0]});"
-                        " TVM uses slow generic schedules: bind them with --shape"))
-            except BuildError as exc:
-                self._unavailable({route: f"cannot build the {route} route for "
-                                          f"{self.device.arch}: {exc}"})
-            self.check_stop()
+        # what TVM, onnxscript and numpy print while building goes to a log (farm.libout)
+        with capture("build", where=self.device.name) as cap:
+            for route in self._left():
+                self._plan(route)
+                self.check_stop()
+        library_output(self._emit, self.device.name, cap)
         missing = backend.start({r: self.plans[r] for r in self._left()})
         self.recorder.hello = backend.hello
         self.check_stop()
@@ -218,6 +225,25 @@ class DeviceRun:
                 self._finish_route(route, out)
                 self.done.add(route)
             self.current = None
+
+    def _plan(self, route: RouteKey) -> None:
+        started = time.monotonic()
+        # what is building, for the live view's elapsed time and a log's durations
+        self.emit("build", route=route, state="start")
+        try:
+            self.plans[route] = self.backend.plan(route)
+            self.emit("build", route=route, state="done",
+                      seconds=round(time.monotonic() - started, 3))
+            left = self.plans[route].build_flags.get("symbolic_dims")
+            if left:  # never silently slow: TVM's fallback schedules on unknown dims
+                self.emit("warning", route=route, message=(
+                    f"{route}: {len(left)} tensor(s) keep a symbolic dim (e.g. {left[0]});"
+                    " TVM uses slow generic schedules: bind them with --shape"))
+        except BuildError as exc:
+            self.emit("build", route=route, state="failed",
+                      seconds=round(time.monotonic() - started, 3))
+            self._unavailable({route: f"cannot build the {route} route for "
+                                      f"{self.device.arch}: {exc}"})
 
     def _repeat(self, route: RouteKey, out: RouteOutcome, index: int, total: int, *,
                 last: bool) -> None:

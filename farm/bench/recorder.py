@@ -31,6 +31,7 @@ from farm.results.schema import (
     OK,
     PARTIAL,
     SUPERSEDED,
+    UNAVAILABLE,
     is_superseded,
     unfinished_rounds,
 )
@@ -104,9 +105,12 @@ class Recorder:
             self.keeper.keep_status([r["record_id"] for r in old], FAILED,
                                   f"{SUPERSEDED} {stored['record_id']} (--resume): "
                                   f"{old[0]['status_detail']}")
+        # without --routes a route this device cannot run was not asked for by name: it is
+        # skipped (recorded unavailable, as when named, so coverage still counts it)
+        skipped = self.config.routes_default and status == UNAVAILABLE
         self.emit("route_done", route=route, status=status, detail=detail,
                   n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"],
-                  drift=list(drift or []))
+                  drift=list(drift or []), skipped=skipped)
         return stored
 
     def _tell_kept(self, route: RouteKey, where: str) -> None:

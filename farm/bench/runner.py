@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from farm.bench.config import BenchConfig
-from farm.bench.device_run import DeviceRun
+from farm.bench.device_run import DeviceRun, library_output
 from farm.bench.prepare import prepare
 from farm.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, StoreError
 from farm.inventory.device import Device
+from farm.libout import capture
 from farm.results.keeper import MEMORY, Keeper
 from farm.results.schema import is_superseded
 from farm.results.store import ResultStore
@@ -93,7 +94,9 @@ class Bench:
         self.store.require_sound()  # never write into a damaged store (farm results recover)
         emit({"t": time.time(), "device": None, "event": "phase", "phase": "prepare",
               "model": self.config.model, "variant": self.config.variant})
-        prepared = prepare(self.config)
+        with capture("model build") as cap:  # the front-end's and quantizer's chatter
+            prepared = prepare(self.config)
+        library_output(emit, None, cap)
         prior: list[dict[str, Any]] = []
         if self.resume_run:
             self.run_id = self.resume_run
@@ -109,7 +112,7 @@ class Bench:
         emit({"t": time.time(), "device": None, "event": "run", "run_id": self.run_id,
               "devices": [d.name for d in self.devices],
               "routes": [str(k) for k in self.config.routes],
-              "model": prepared.model_label})
+              "routes_default": self.config.routes_default, "model": prepared.model_label})
         for device in self.devices:
             mine = [r for r in prior if r["device"] == device.name]
             run = DeviceRun(device, prepared, self.run_id, self.keeper, emit, self.stop,

@@ -1,5 +1,9 @@
 """`farm bench` — measure a model on devices, live, and keep every result.
 
+Without `--routes` every route the device offers for the model is measured (the fused keys
+of the registry); a route it cannot run or build is recorded `unavailable` and reported as
+skipped, with the reason.
+
 Devices run in parallel; the live view (stdout on a terminal) shows each one; without a
 terminal (a log, CI) one short line per step prints instead, then the table. `--events FILE`
 ('-': stdout) keeps every event as JSON lines. With `--output json|jsonl|csv|md` stdout holds
@@ -26,9 +30,10 @@ from farm.bench.config import BenchConfig, Policy
 from farm.cli.drive import add_events_option, drive, report_kept
 from farm.cli.results_cmd import add_columns_option, store_arg
 from farm.cli.shape_opts import add_shape_options, shape_kwargs
+from farm.cli.term import stdout_console
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
-from farm.routes import all_keys
+from farm.routes import ROUTES, all_keys
 
 if TYPE_CHECKING:
     from farm.bench.runner import BenchResult
@@ -40,8 +45,10 @@ OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark a model on devices (live view)")
     add_target_options(p)
-    p.add_argument("--routes", default="ort",
-                   help=f"comma list of {','.join(str(k) for k in all_keys())}")
+    p.add_argument("--routes", default=None,
+                   help="comma list of " + ",".join(str(k) for k in all_keys())
+                        + " (default: every route the device offers for the model, fused: "
+                        + ",".join(ROUTES) + "; those it cannot run are skipped and named)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     add_policy_options(p)
     p.add_argument("--repeats", type=int, default=1,
@@ -107,7 +114,11 @@ def policy_from(args: argparse.Namespace) -> Policy:
 
 def config_from(args: argparse.Namespace) -> BenchConfig:
     policy = policy_from(args)
-    routes = tuple(r.strip() for r in args.routes.split(",") if r.strip())
+    # no --routes: () is BenchConfig's "every route" (routes_default)
+    routes = tuple(r.strip() for r in (args.routes or "").split(",") if r.strip())
+    if args.routes is not None and not routes:
+        raise UsageError("--routes is empty", hint="name routes, or leave --routes out for "
+                                                   "every route")
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
@@ -138,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise UsageError(f"device {', '.join(twice)} listed twice; each device runs once")
-    out = Console(highlight=False) if sys.stdout.isatty() else Console(width=160)
+    out = stdout_console()
     # in a log a message must stay one line whatever its length (no wrap at 80 columns)
     err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
     # the progress goes where a human looks; machine output and `--events -` keep stdout clean
@@ -146,12 +157,12 @@ def run(args: argparse.Namespace) -> int:
     with ResultStore(args.store) as store:
         bench = Bench(devices, config, store, ["farm", *sys.argv[1:]], resume_run=resume)
         result = drive(bench, err if machine else out, args.events)
-        report(result, args.output, args.columns, out, err, store)
+        report(result, args.output, args.columns, out, err, store, config.routes_default)
     return EXIT_INTERRUPTED if result.status == "interrupted" else result.exit_code
 
 
 def report(result: BenchResult, output: str, columns: str | None, out: Console,
-           err: Console, store: ResultStore) -> None:
+           err: Console, store: ResultStore, default_routes: bool = False) -> None:
     from farm.results.printers import columns_for, format_records, render_results
 
     if result.refused:
@@ -169,7 +180,9 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
     except ValueError as exc:  # checked before the bench too: this is a last resort
         raise UsageError(str(exc)) from exc
     if output == "table":
-        out.print(render_results(result.records, keys, title=f"run {result.run_id}"))
+        full = bool(columns)  # columns named on the command line are all drawn
+        out.print(render_results(result.records, keys, title=f"run {result.run_id}",
+                                 full=full), crop=not full)
     else:
         sys.stdout.write(format_records(result.records, output, keys))
         sys.stdout.flush()
@@ -177,8 +190,10 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
         err.print(Text(f"farm: {line}", style="red"))
     bad = [r for r in result.records if r["status"] not in ("ok",)]
     for r in bad:
-        err.print(f"farm: {r['device']}/{r['route']}: {r['status']}: {r['status_detail']}",
-                  markup=False, highlight=False)
+        what = f"{r['status']}: {r['status_detail']}"
+        if default_routes and r["status"] == "unavailable":
+            what = f"skipped (not named by --routes): {r['status_detail']}"
+        err.print(f"farm: {r['device']}/{r['route']}: {what}", markup=False, highlight=False)
     machine_whole = output in ("json", "jsonl")  # stdout holds every field of each record
     report_kept(result, err, None if machine_whole else
                 sys.stdout if output == "table" else sys.stderr)

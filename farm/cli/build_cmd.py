@@ -13,6 +13,7 @@ from rich.table import Table
 from farm.cli.shape_opts import add_shape_options
 from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
+from farm.libout import capture
 from farm.routes import ROUTES, ModelForms, route_keys
 from farm.routes.build import BuiltRoute, build_route, device_for_target
 from farm.views.steps import timed_step
@@ -48,9 +49,13 @@ def run(args: argparse.Namespace) -> int:
     spec = make_spec(args.shapes, args.batch, args.seq)
     # a user's file: each route builds the form it takes (its own file or the front-end's
     # canonical one, with bound shapes); the presets are canonical already
-    canon = canonicalize(model.path, spec) if model.preset is None else None
-    forms = ModelForms(model.path, canon, spec)
     console = Console(stderr=True)
+    # each step's library chatter (the front-end's, TVM's, numpy's) goes to .farm/logs/,
+    # named in one line (farm.libout); farm's own lines stay outside the captures
+    with capture("front-end") as cap:
+        canon = canonicalize(model.path, spec) if model.preset is None else None
+    caps = [cap]
+    forms = ModelForms(model.path, canon, spec)
     if canon is not None and canon.symbolic_left:
         console.print(f"[yellow]farm: warning: {len(canon.symbolic_left)} tensor(s) keep a "
                       f"symbolic dim after binding {canon.input_shapes} (e.g. "
@@ -59,18 +64,25 @@ def run(args: argparse.Namespace) -> int:
     results: list[BuiltRoute] = []
     with Progress(TextColumn("{task.description:<8}"), BarColumn(),
                   TextColumn("{task.fields[stage]}"), TimeElapsedColumn(), console=console,
-                  disable=not console.is_terminal) as bar:
+                  disable=not console.is_terminal, redirect_stdout=False,
+                  redirect_stderr=False) as bar:
         for route in routes:
             task = bar.add_task(route, total=1.0, stage="")
             path = ROUTES[route].model_input(forms)
-            with timed_step(console, f"farm: build {route} for {device.name}"):
+            with timed_step(console, f"farm: build {route} for {device.name}"), \
+                    capture(f"build {route}", where=device.name) as cap:
                 results.append(build_route(
                     ROUTES[route], path, device, fusion=not args.no_fusion,
                     progress=lambda stage, frac, t=task: bar.update(t, completed=frac,
                                                                     stage=stage)))
+            caps.append(cap)
             bar.update(task, completed=1.0)
             if canon is not None and path != model.path:
                 results[-1].facts.update(canon.flags())
+    for cap in caps:
+        if cap.summary():
+            console.print(f"farm: {cap.summary()}", markup=False, highlight=False,
+                          soft_wrap=True)
     if args.output == "json":
         print(json.dumps([vars(r) for r in results], indent=2, default=str))
     else:

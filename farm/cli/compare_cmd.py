@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from farm.cli.results_cmd import OUTPUTS, add_store_option, console
+from farm.cli.term import add_all_columns_option
 from farm.errors import UsageError
 from farm.results.store import ResultStore
 
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "BASE and the slowdown is significant")
     parser.add_argument("--metric", choices=["median", "p90"], default="median",
                         help="gate: the statistic the slowdown is measured on")
+    add_all_columns_option(parser)
     add_store_option(parser)
     parser.set_defaults(func=run)
 
@@ -50,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
         a, b = tags.resolve(store, args.run_a), tags.resolve(store, args.run_b)
         run_a, run_b, comps = compare_runs(store, a, b, alpha=args.alpha)
     if args.output == "table":
-        console().print(render_comparisons(comps, run_a, run_b, alpha=args.alpha))
+        full = args.columns == "all"
+        console().print(render_comparisons(comps, run_a, run_b, alpha=args.alpha, full=full),
+                        crop=not full)
     else:
         sys.stdout.write(format_comparisons(comps, args.output, alpha=args.alpha))
     return 0
@@ -67,7 +71,8 @@ def _gate(args: argparse.Namespace) -> int:
         result = gate_runs(store, args.run_a, args.run_b, max_slowdown=limit,
                            metric=args.metric, alpha=args.alpha)
     if args.output == "table":
-        console().print(render_gate(result))
+        full = args.columns == "all"
+        console().print(render_gate(result, full=full), crop=not full)
     else:
         sys.stdout.write(format_gate(result, args.output))
     return result.exit_code

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 import time
 
@@ -25,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from farm.cli.term import stdout_console
 from farm.deploy import DeployResult, deploy
 from farm.deploy.choice import DeployChoice, choose, parse_routes
 from farm.deploy.prune import PART_AGE_S, PruneResult, prune_device
@@ -232,4 +232,4 @@ def run_rpc_server(args: argparse.Namespace) -> int:
 
 def _stdout_console() -> Console:
     """The terminal's width on a TTY; 160 columns in a log, so tables stay one line a row."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    return stdout_console()

@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from farm.cli.term import stdout_console
 from farm.devices.check import CheckResult, check_device
 from farm.devices.fanout import fan_out
 from farm.errors import EXIT_PARTIAL, UsageError
@@ -53,6 +55,11 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_row(device_label(d.name, d.emulated), d.transport, address, d.arch,
                       d.triple, ",".join(d.features), str(d.cores), ",".join(d.tags))
     _stdout_console().print(table)
+    if inventory.source is None and Path("devices.example.yaml").is_file():
+        # the repository root: its example is documentation, not this user's fleet
+        print("farm: no ./devices.yaml here, only the built-in `local`; devices.example.yaml "
+              "documents every key: copy it to devices.yaml and describe your devices",
+              file=sys.stderr)
     return 0
 
 
@@ -133,4 +140,4 @@ def run_trust(args: argparse.Namespace) -> int:
 
 def _stdout_console() -> Console:
     """The terminal's width on a TTY; 160 columns in a log, so tables stay one line a row."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    return stdout_console()

@@ -106,7 +106,7 @@ class _Events(queue.Queue):  # type: ignore[type-arg]
 def drive(bench: Bench, progress: Console | None, events_path: str | None = None
           ) -> BenchResult:
     """See module docstring."""
-    from farm.views.live import run_ui
+    from farm.views.live import elapsed_line, run_ui
 
     def seen(event: dict[str, Any]) -> None:
         if event.get("event") == "warning" and progress is not None \
@@ -121,7 +121,10 @@ def drive(bench: Bench, progress: Console | None, events_path: str | None = None
     err = Console(stderr=True, highlight=False)
     with open_events(events_path) as events_out:
         try:
-            bench.start(emit)
+            config = bench.config
+            with elapsed_line(progress or Console(quiet=True, force_terminal=False),
+                              f"model build of {config.model} ({config.variant})"):
+                bench.start(emit)
             run_ui(events, lambda: not bench.running(),
                    progress or Console(quiet=True, force_terminal=False),
                    events_out=events_out)

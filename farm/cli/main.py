@@ -1,6 +1,8 @@
 """`farm` entry point: parse arguments, dispatch to one module per subcommand,
 and turn the FarmError family into exit codes (0 ok, 1 error, 2 usage, 3 partial,
-130 interrupted). This is the only place exit codes are decided.
+4 regression found by `compare --max-slowdown`, 130 interrupted). This is the only place
+exit codes are decided. While a command runs, libraries' output during the steps that
+capture it goes to .farm/logs/ (`farm.libout`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 
-from farm import __version__, followup
+from farm import __version__, followup, libout
 from farm.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, FarmError
 from farm.paths import host_write_failure, is_host_disk_error, state_dir_path
 
@@ -38,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="farm",
         description="Measure TVM, ONNX Runtime and a custom executor on real devices.",
-        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 some devices failed, 130 interrupted",
+        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 some devices failed, 4 regression "
+               "(compare --max-slowdown), 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"farm {__version__}")
     parser.add_argument("--inventory", metavar="FILE",
@@ -80,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # printed follow-up commands carry --inventory / --store as given here (farm.followup)
     followup.remember(inventory=getattr(args, "inventory", None),
                       store=getattr(args, "store", None))
+    libout.install()  # libraries' chatter to .farm/logs/ during the steps that capture it
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `farm devices --output json | head`
@@ -100,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     finally:
         followup.remember()
+        libout.uninstall()
 
 
 def disk_failure(exc: BaseException) -> str | None:

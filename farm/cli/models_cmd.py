@@ -11,6 +11,7 @@ from rich.table import Table
 
 from farm.cli.shape_opts import add_shape_options
 from farm.errors import UsageError
+from farm.libout import capture
 from farm.models import PRESETS, VARIANTS
 from farm.models.config import preset
 from farm.paths import state_dir
@@ -81,14 +82,19 @@ def run_check(args: argparse.Namespace) -> int:
     """Exit 0 when every route takes the file, 3 when some do, 1 when none does."""
     from pathlib import Path
 
+    from farm.models import check_model_file
     from farm.models.frontend import make_spec
     from farm.routes import ROUTES
     from farm.routes.check import check_file
 
-    if not Path(args.file).exists():
-        raise UsageError(f"model file {args.file} does not exist",
-                         hint="give the path of an .onnx file")
-    report = check_file(args.file, ROUTES, make_spec(args.shapes, args.batch, args.seq))
+    # a missing file is the checker's BuildError (exit 1), as in bench, build and deploy
+    check_model_file(Path(args.file))
+    # the front-end's and TVM's chatter while checking goes to .farm/logs/ (farm.libout)
+    with capture("models check") as cap:
+        report = check_file(args.file, ROUTES, make_spec(args.shapes, args.batch, args.seq))
+    if cap.summary():
+        Console(stderr=True).print(f"farm: {cap.summary()}", markup=False, highlight=False,
+                                   soft_wrap=True)
     oks = [v["ok"] for v in report["routes"].values()]
     if args.output == "json":
         print(json.dumps(report, indent=2))

@@ -14,6 +14,7 @@ import sys
 from rich.console import Console
 
 from farm.cli.results_cmd import store_arg
+from farm.cli.term import add_all_columns_option, stdout_console
 from farm.errors import UsageError
 from farm.report.analysis import load_report
 from farm.report.html import write_html
@@ -30,6 +31,7 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
                         help="table (rich, default), md, csv (tidy: one line per cell), json")
     parser.add_argument("--html", metavar="FILE",
                         help="also write the report as one self-contained HTML page")
+    add_all_columns_option(parser)
     parser.add_argument("--store", metavar="FILE", type=store_arg,
                         help="result store (default: $FARM_HOME/results.sqlite, else "
                              "./.farm/results.sqlite)")
@@ -46,14 +48,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def console() -> Console:
-    return Console() if sys.stdout.isatty() else Console(width=200)
+    return stdout_console(piped_width=200)
 
 
-def render(store: ResultStore, run_ids: list[str], output: str, html: str | None) -> None:
+def render(store: ResultStore, run_ids: list[str], output: str, html: str | None,
+           full: bool = False) -> None:
     """Print the report of resolved `run_ids` and write the HTML page when asked."""
     report = load_report(store, run_ids)
     if output == "table":
-        print_report(report, console())
+        print_report(report, console(), full=full)
     else:
         sys.stdout.write(format_report(report, output))
         sys.stdout.flush()
@@ -68,5 +71,5 @@ def run(args: argparse.Namespace) -> int:
     wanted = args.runs or ["latest"]
     with ResultStore(args.store, create=False) as store:
         run_ids = list(dict.fromkeys(store.resolve_run(r) for r in wanted))
-        render(store, run_ids, args.output, args.html)
+        render(store, run_ids, args.output, args.html, full=args.columns == "all")
     return 0

@@ -17,6 +17,7 @@ import sys
 from rich.console import Console
 
 from farm import followup
+from farm.cli.term import add_all_columns_option, stdout_console
 from farm.errors import StoreError, UsageError
 from farm.results.location import store_location
 from farm.results.printers import (
@@ -32,8 +33,8 @@ OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
 
 
 def console() -> Console:
-    """The terminal's width on a TTY; 160 columns when piped, so tables stay legible."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    """The terminal's width on a TTY, else $COLUMNS, else 160 columns (`farm.cli.term`)."""
+    return stdout_console()
 
 
 def store_arg(text: str) -> str:
@@ -65,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     lst = actions.add_parser("list", help="every run in the store")
     lst.add_argument("--output", choices=OUTPUTS, default="table")
+    add_all_columns_option(lst)
     add_store_option(lst)
     lst.set_defaults(func=run_list)
     show = actions.add_parser("show", help="the records of one run")
@@ -106,7 +108,8 @@ def run_list(args: argparse.Namespace) -> int:
             print(f"farm: {store.replayed} write(s) kept in {store.path}.spill while the disk "
                   "was full are now in the store", file=sys.stderr)
     if args.output == "table":
-        console().print(render_runs(runs))
+        full = args.columns == "all"
+        console().print(render_runs(runs, full=full), crop=not full)
     else:
         sys.stdout.write(format_runs(runs, args.output))
     return 0
@@ -128,7 +131,9 @@ def run_show(args: argparse.Namespace) -> int:
         status = next(r.status for r in store.runs() if r.run_id == run_id)
     if args.output == "table":
         title = f"run {run_id} ({status}, {len(records)} record(s))"
-        console().print(render_results(records, keys, title=title))
+        # columns named on the command line are all drawn, however wide
+        full = bool(args.columns)
+        console().print(render_results(records, keys, title=title, full=full), crop=not full)
     else:
         try:
             text = format_records(records, args.output, keys)

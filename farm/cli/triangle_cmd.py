@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"farm: {line}", markup=False, highlight=False)
         report_kept(result, err, sys.stderr)  # stdout is the report
         if result.run_id and result.records:
-            render(store, [result.run_id], args.output, args.html)
+            render(store, [result.run_id], args.output, args.html,
+                   full=args.columns == "all")
             err.print(f"farm: triangle run {result.run_id} {result.status}; "
                       f"`{followup.command('report', result.run_id)}` shows it again", markup=False,
                       highlight=False)

@@ -99,7 +99,9 @@ def parse_inventory(text: str, file: str, base_dir: Path | None = None) -> list[
         raise ConfigError("the top level must be a mapping with a `devices:` list",
                           file=file, line=root.line)
     top = root.value
-    _reject_unknown(top, {"version", "defaults", "devices"}, file, None)
+    # every mistake is collected and reported at once (three mistakes took three runs)
+    errors: list[ConfigError] = []
+    _reject_unknown(top, {"version", "defaults", "devices"}, file, None, errors)
     if "version" in top and top["version"].value != 1:
         raise ConfigError(f"inventory version {top['version'].value!r} is not supported",
                           file=file, line=top["version"].line, key="version",
@@ -110,10 +112,11 @@ def parse_inventory(text: str, file: str, base_dir: Path | None = None) -> list[
         if not isinstance(node.value, dict):
             raise ConfigError("`defaults` must be a mapping", file=file, line=node.line,
                               key="defaults")
-        _reject_unknown(node.value, set(_FIELDS) - {"name"}, file, None)
-        defaults = node.value
+        _reject_unknown(node.value, set(_FIELDS) - {"name"}, file, None, errors)
+        defaults = {k: v for k, v in node.value.items() if k in _FIELDS}
     devices_node = top.get("devices")
     if devices_node is None or devices_node.value is None:
+        raise_all(errors)
         return []
     if not isinstance(devices_node.value, list):
         raise ConfigError("`devices` must be a list of device mappings", file=file,
@@ -121,46 +124,77 @@ def parse_inventory(text: str, file: str, base_dir: Path | None = None) -> list[
     seen: dict[str, int] = {}
     out = []
     for entry in devices_node.value:
-        device = _parse_device(entry, defaults, file, base_dir)
+        try:
+            device = _parse_device(entry, defaults, file, base_dir)
+        except ConfigError as exc:
+            errors.extend(getattr(exc, "problems", [exc]))
+            continue
         if device.name in seen:
-            raise ConfigError(
+            errors.append(ConfigError(
                 f"duplicate device name (first defined at line {seen[device.name]})",
                 file=file, line=entry.line, device=device.name, key="name",
-                hint="give every device a unique name")
+                hint="give every device a unique name"))
+            continue
         seen[device.name] = entry.line
         out.append(device)
+    raise_all(errors)
     return out
 
 
+def raise_all(errors: list[ConfigError]) -> None:
+    """Raise the collected problems: one as itself, several as one ConfigError listing each
+    (its file/line/device/key are the first's; `problems` keeps them all)."""
+    if not errors:
+        return
+    if len(errors) == 1:
+        raise errors[0]
+    listed = "\n".join(f"  - {e.message}" + (f" (hint: {e.hint})" if e.hint else "")
+                       for e in errors)
+    combined = ConfigError(f"{len(errors)} problems in the inventory:\n{listed}",
+                           hint="every problem is listed above: fix them all, then run again")
+    first = errors[0]
+    combined.file, combined.line, combined.device, combined.key = (
+        first.file, first.line, first.device, first.key)
+    combined.problems = list(errors)  # type: ignore[attr-defined]
+    raise combined
+
+
 def _reject_unknown(mapping: dict[str, Located], allowed: set[str], file: str,
-                    device: str | None) -> None:
+                    device: str | None, errors: list[ConfigError]) -> None:
     for key, value in mapping.items():
         if key not in allowed:
             close = difflib.get_close_matches(key, sorted(allowed), n=1)
             hint = (f"did you mean {close[0]!r}?" if close
                     else f"allowed keys: {', '.join(sorted(allowed))}")
-            raise ConfigError("unknown key", file=file, line=value.line, device=device,
-                              key=key, hint=hint)
+            errors.append(ConfigError("unknown key", file=file, line=value.line,
+                                      device=device, key=key, hint=hint))
 
 
 def _parse_device(entry: Located, defaults: dict[str, Located], file: str,
                   base_dir: Path | None) -> Device:
+    """One device; every problem of it is collected, then raised together (`raise_all`)."""
     if not isinstance(entry.value, dict):
         raise ConfigError("each device must be a mapping of keys", file=file, line=entry.line,
                           hint="write `- name: mydevice` followed by its keys")
     raw = entry.value
     name_node = raw.get("name")
     label = name_node.value if name_node and isinstance(name_node.value, str) else None
-    _reject_unknown(raw, set(_FIELDS), file, label)
-    merged = {**defaults, **raw}
+    errors: list[ConfigError] = []
+    _reject_unknown(raw, set(_FIELDS), file, label, errors)
+    merged = {k: v for k, v in {**defaults, **raw}.items() if k in _FIELDS}
     for required in ("name", "transport", "arch"):
         if required not in merged:
-            raise ConfigError("missing required key", file=file, line=entry.line, device=label,
-                              key=required, hint=_FIELDS[required].help)
+            errors.append(ConfigError("missing required key", file=file, line=entry.line,
+                                      device=label, key=required,
+                                      hint=_FIELDS[required].help))
     values: dict[str, Any] = {}
     for key, node in merged.items():
-        spec = _FIELDS[key]
-        values[key] = spec.check(node, _Ctx(file, node.line, label, key, base_dir))
+        try:
+            values[key] = _FIELDS[key].check(node, _Ctx(file, node.line, label, key, base_dir))
+        except ConfigError as exc:
+            errors.append(exc)
+    if errors:
+        raise_all(errors)
     device_name = values["name"]
     if device_name == "local":
         raise ConfigError("the name 'local' is reserved for this machine", file=file,

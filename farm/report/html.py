@@ -11,7 +11,9 @@ Contract: `render_html(report) -> str`, `write_html(report, path) -> Path`.
   and a `<title>` tooltip. Table cells carry `data-key` and, when numeric, `data-value`.
 * The inline script records JS errors (window "error" events) and, once the DOM is
   loaded, appends `<div id="status">ok</div>` (or "error: ..."), with the number of plots
-  in `data-plots`: a headless browser's `--dump-dom` shows whether the page ran cleanly.
+  in `data-plots`, of tables wider than the page in `data-wide-tables` and the tallest
+  table row in px in `data-tallest-row`: a headless browser's `--dump-dom` shows whether
+  the page ran cleanly and fits (tables: `farm.report.html_tables`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from farm.report import opcheck
 from farm.report.analysis import Report
 from farm.report.configs import CATEGORIES, SIZE_PARTS, Config
 from farm.report.emulated import device_labels, emulated_devices
+from farm.report.html_tables import CSS as TABLE_CSS
+from farm.report.html_tables import HtmlTables
 from farm.report.svg import BarRow, DistRow, distribution, grouped_bars, stacked_bars
-from farm.report.tables import ReportTable, row_cell
+from farm.report.tables import ReportTable
 from farm.results.emulation import device_label
 
 _CSS = """
@@ -65,6 +69,16 @@ document.addEventListener('DOMContentLoaded', function () {
   status.setAttribute('data-plots', String(document.querySelectorAll('svg.plot').length));
   status.textContent = window.__farmErrors.length
     ? 'error: ' + window.__farmErrors.join('; ') : 'ok';
+  // layout facts for a headless check: tables wider than the page, the tallest table row
+  var right = document.body.getBoundingClientRect().right + 1, wide = 0, tallest = 0;
+  document.querySelectorAll('table.data').forEach(function (t) {
+    if (t.getBoundingClientRect().right > right) { wide += 1; }
+    t.querySelectorAll('tbody tr').forEach(function (r) {
+      tallest = Math.max(tallest, r.getBoundingClientRect().height);
+    });
+  });
+  status.setAttribute('data-wide-tables', String(wide));
+  status.setAttribute('data-tallest-row', String(Math.round(tallest)));
   document.body.appendChild(status);
 });
 """
@@ -77,34 +91,8 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-")
 
 
-def table_html(table: ReportTable) -> str:
-    out = [f'<table class="data" data-table="{escape(table.name)}"><thead><tr>']
-    out += [f'<th data-key="{escape(c.key)}">{escape(c.label)}</th>' for c in table.columns]
-    out.append("</tr></thead><tbody>")
-    for row in table.rows:
-        out.append("<tr>")
-        for c in table.columns:
-            value = row.get(c.key)
-            classes = ["num"] if c.numeric else []
-            if c.key in ("status", "verdict") and value:
-                classes.append(f"{c.key}-{_slug(str(value))}")
-            if c.key == "op_share_check" and row.get("op_flagged"):
-                classes.append("op-flagged")
-            attrs = f' data-key="{escape(c.key)}"'
-            if c.numeric and isinstance(value, (int, float)) and not isinstance(value, bool):
-                attrs += f' data-value="{float(value)!r}"'
-            if classes:
-                attrs += f' class="{" ".join(classes)}"'
-            out.append(f"<td{attrs}>{escape(row_cell(c, row))}</td>")
-        out.append("</tr>")
-    if not table.rows:
-        out.append(f'<tr><td colspan="{len(table.columns)}">(none)</td></tr>')
-    out.append("</tbody></table>")
-    return "\n".join(out)
-
-
-def _table_section(table: ReportTable) -> str:
-    return (f'<p class="caption">{escape(table.caption)}</p>\n' + table_html(table))
+def _table_section(table: ReportTable, tables: HtmlTables) -> str:
+    return (f'<p class="caption">{escape(table.caption)}</p>\n' + tables.table(table))
 
 
 def _cfg_attrs(c: Config) -> dict[str, Any]:
@@ -112,8 +100,8 @@ def _cfg_attrs(c: Config) -> dict[str, Any]:
             "data-variant": c.variant, "data-threads": c.threads}
 
 
-def _row_label(c: Config) -> str:
-    return f"{c.route} · {c.label}"
+def _row_label(c: Config, tables: HtmlTables) -> str:
+    return f"{c.route} · {tables.short(c.label)}"
 
 
 def _label(report: Report, device: str) -> str:
@@ -127,10 +115,10 @@ def _by_device(report: Report) -> dict[str, list[Config]]:
     return out
 
 
-def _latency_plots(report: Report) -> list[str]:
+def _latency_plots(report: Report, tables: HtmlTables) -> list[str]:
     plots = []
     for device, configs in _by_device(report).items():
-        rows = [DistRow(_row_label(c), c.samples_ms, _cfg_attrs(c)) for c in configs
+        rows = [DistRow(_row_label(c, tables), c.samples_ms, _cfg_attrs(c)) for c in configs
                 if c.measured]
         if rows:
             plots.append(distribution(rows, "ms", f"{_label(report, device)}: latency per "
@@ -141,10 +129,10 @@ def _latency_plots(report: Report) -> list[str]:
     return plots
 
 
-def _ops_plots(report: Report) -> list[str]:
+def _ops_plots(report: Report, tables: HtmlTables) -> list[str]:
     plots = []
     for device, configs in _by_device(report).items():
-        rows = [BarRow(_row_label(c), dict(cats), _cfg_attrs(c))
+        rows = [BarRow(_row_label(c, tables), dict(cats), _cfg_attrs(c))
                 for c in configs if (cats := c.categories_ms()) is not None]
         if rows:
             plots.append(stacked_bars(rows, CATEGORIES, "ms",
@@ -179,10 +167,10 @@ def _fusion_plots(report: Report) -> list[str]:
     return plots
 
 
-def _memory_plots(report: Report) -> list[str]:
+def _memory_plots(report: Report, tables: HtmlTables) -> list[str]:
     plots = []
     for device, configs in _by_device(report).items():
-        rows = [BarRow(_row_label(c), {"VmHWM": c.peak("peak_vmhwm_kb"),
+        rows = [BarRow(_row_label(c, tables), {"VmHWM": c.peak("peak_vmhwm_kb"),
                                        "PSS": c.peak("peak_pss_kb")}, _cfg_attrs(c))
                 for c in configs if c.measured and c.peak("peak_vmhwm_kb") is not None]
         if rows:
@@ -192,14 +180,14 @@ def _memory_plots(report: Report) -> list[str]:
     return plots
 
 
-def _size_plots(report: Report) -> list[str]:
+def _size_plots(report: Report, tables: HtmlTables) -> list[str]:
     plots = []
     for device, configs in _by_device(report).items():
         rows = []
         for c in configs:
             sizes = c.first_json("sizes")
             if sizes and c.measured:
-                rows.append(BarRow(_row_label(c), {
+                rows.append(BarRow(_row_label(c, tables), {
                     p: float(sizes[p]) / 1024.0 for p in SIZE_PARTS
                     if isinstance(sizes.get(p), (int, float))}, _cfg_attrs(c)))
         if rows:
@@ -223,19 +211,27 @@ def _runs_html(report: Report) -> str:
 
 def render_html(report: Report) -> str:
     t = report.tables
+    tables = HtmlTables(c.label for c in report.configs)
+
+    def sec(name: str) -> str:
+        return _table_section(t[name], tables)
+
     sections = [
         ("Runs", [_runs_html(report)]),
-        (t["decision"].title, [_table_section(t["decision"])]),
-        (t["latency"].title, [*_latency_plots(report), _table_section(t["latency"])]),
-        (t["ops"].title, [*_ops_warnings(t["ops"]), *_ops_plots(report),
-                          _table_section(t["ops"])]),
-        (t["categories"].title, [_table_section(t["categories"])]),
-        (t["fusion"].title, [*_fusion_plots(report), _table_section(t["fusion"])]),
-        (t["memory"].title, [*_memory_plots(report), _table_section(t["memory"])]),
-        (t["size"].title, [*_size_plots(report), _table_section(t["size"])]),
-        (t["availability"].title, [_table_section(t["availability"])]),
-        (t["build"].title, [_table_section(t["build"])]),
+        ("Configurations", []),  # the legend, filled once every table numbered its own
+        (t["decision"].title, [sec("decision")]),
+        (t["latency"].title, [*_latency_plots(report, tables), sec("latency")]),
+        (t["ops"].title, [*_ops_warnings(t["ops"]), *_ops_plots(report, tables), sec("ops")]),
+        (t["categories"].title, [sec("categories")]),
+        (t["fusion"].title, [*_fusion_plots(report), sec("fusion")]),
+        (t["memory"].title, [*_memory_plots(report, tables), sec("memory")]),
+        (t["size"].title, [*_size_plots(report, tables), sec("size")]),
+        (t["availability"].title, [sec("availability")]),
+        (t["build"].title, [sec("build")]),
     ]
+    legend = tables.legend()
+    sections = [(h, [legend] if h == "Configurations" else parts) for h, parts in sections
+                if h != "Configurations" or legend]
     title = (f"farm triangle report — {', '.join(report.models) or 'model ?'} on "
              f"{', '.join(device_labels(report)) or 'no device'}")
     body = [f"<h1>{escape(title)}</h1>",
@@ -248,7 +244,7 @@ def render_html(report: Report) -> str:
         body.append("</section>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
-            f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n"
+            f"<title>{escape(title)}</title>\n<style>{_CSS}{TABLE_CSS}</style>\n"
             f"<script>{_SCRIPT}</script>\n</head><body>\n" + "\n".join(body)
             + "\n</body></html>\n")
 

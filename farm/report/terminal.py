@@ -1,23 +1,25 @@
 """The report in the terminal: rich tables like a benchmark article's.
 
 Contract: `render_report(report) -> list[RenderableType]` is a pure function of the
-`Report` (a header, then one rich `Table` per report table, in order); `print_report(report,
+`Report` (a header, then one table per report table, in order); `print_report(report,
 console)` prints them. Column headers carry the statistic and the unit ("median ms",
 "peak VmHWM KiB (max of records)"), each table's caption says how the numbers were
 computed. Columns whose value is the same on every row (e.g. variant, threads) are moved
-into the title to keep tables narrow; md/csv/json keep every column.
+into the title to keep tables narrow; each table is laid out for the terminal's width
+(`farm.results.layout`: numbers never cut, a long configuration a numbered note, columns
+that do not fit left out and named; `full` keeps them); md/csv/json keep every column.
 """
 
 from __future__ import annotations
 
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from farm.report import opcheck
 from farm.report.analysis import Report
 from farm.report.emulated import device_labels
 from farm.report.tables import Column, ReportTable, cell, row_cell
+from farm.results.layout import Col, FitTable, Notes
 
 _STATUS_STYLE = {"ok": "green", "invalid": "red", "partial": "yellow", "failed": "red",
                  "unavailable": "dim"}
@@ -52,24 +54,50 @@ def _style(col: Column, value: object) -> str:
     return ""
 
 
-def render_table(table: ReportTable) -> Table:
+# layout (farm.results.layout): what names a row is kept whole; a long configuration string
+# becomes a numbered note under its table; lists of op names, reasons and notes wrap; at a
+# narrow terminal the highest `drop` goes first, then the rightmost column
+_KEEP = {"device", "route", "config", "criterion", "block", "median_ms", "winner"}
+_WHOLE = {"variant", "status", "statuses", "available", "significant", "scope", "unit",
+          "margin", "runner_up", "op_share_check"}
+_DROP = {"first_run_ms": 9, "load_ms": 8, "min_ms": 8, "mean_ms": 7, "p99_ms": 6,
+         "threads": 6, "variant": 5, "cv": 4, "memory_method": 4, "method": 3,
+         "profiled_run_ms": 3, "named_share_pct": 2, "profiled_share_pct": 2,
+         # what a reader must not miss: a decision's verdict, a flagged per-op row
+         "verdict": -2, "op_flagged": -1}
+# long strings repeated on many rows (configurations, the categories table's explanation of
+# a category with no op of its own): spelt out once under the first table, numbered
+_NOTES = {"config", "off_config", "on_config", "note"}
+
+
+def layout_column(col: Column) -> Col:
+    drop = _DROP.get(col.key, 0)
+    if col.numeric:
+        return Col(col.label, "number", keep=col.key in _KEEP, drop=drop)
+    if col.key in _NOTES:
+        return Col(col.label, "note", keep=col.key in _KEEP, cap=24, drop=drop)
+    if col.key in _KEEP or col.key in _WHOLE:
+        return Col(col.label, "whole", keep=col.key in _KEEP, drop=drop)
+    return Col(col.label, "wrap", cap=36, drop=drop)
+
+
+def render_table(table: ReportTable, full: bool = False, notes: Notes | None = None
+                 ) -> FitTable:
+    """One report table laid out for the width it is printed at (numbers whole, columns
+    left out named); `full`: every column (`--columns all`); `notes`: the numbered
+    configuration strings, shared by the report's tables."""
     constant = _constant_columns(table)
     title = table.title
     if constant:
         title += " (" + ", ".join(f"{k}: {v}" for k, v in constant.items()) + ")"
     cols = [c for c in table.columns if c.label not in constant]
-    out = Table(title=title, caption=table.caption, caption_justify="left",
-                title_justify="left", show_lines=False)
-    for c in cols:
-        out.add_column(c.label, justify="right" if c.numeric else "left", overflow="fold",
-                       max_width=48 if c.key in ("why_not", "config", "drift") else None)
-    if not table.rows:
-        out.add_row(*(["(none)"] + [""] * (len(cols) - 1)))
-    for row in table.rows:
-        # Text, not markup: cells hold brackets and JSON that rich would parse
-        out.add_row(*[Text(row_cell(c, row), style=_style(c, row.get(c.key)))
-                      for c in cols])
-    return out
+    # Text, not markup: cells hold brackets and JSON that rich would parse
+    rows = [[Text(row_cell(c, row), style=_style(c, row.get(c.key))) for c in cols]
+            for row in table.rows]
+    if not rows:
+        rows = [[Text("(none)"), *(Text("") for _ in cols[1:])]]
+    return FitTable([layout_column(c) for c in cols], rows, title=title,
+                    caption=table.caption, title_justify="left", full=full, notes=notes)
 
 
 def header(report: Report) -> Text:
@@ -87,11 +115,13 @@ def warnings(report: Report) -> list[Text]:
     return [Text(f"warning: {line}", style="bold red") for line in lines]
 
 
-def render_report(report: Report) -> list[RenderableType]:
-    return [header(report), *(render_table(t) for t in report.tables.values()),
+def render_report(report: Report, full: bool = False) -> list[RenderableType]:
+    notes = Notes()  # a long configuration string is spelt out once, under its first table
+    return [header(report), *(render_table(t, full, notes) for t in report.tables.values()),
             *warnings(report)]
 
 
-def print_report(report: Report, console: Console | None = None) -> None:
+def print_report(report: Report, console: Console | None = None, full: bool = False) -> None:
     console = console or Console()
-    console.print(Group(*render_report(report)))
+    # full: tables wider than the terminal are printed whole (the terminal wraps them)
+    console.print(Group(*render_report(report, full)), crop=not full)

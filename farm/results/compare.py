@@ -29,13 +29,13 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
-from rich.table import Table
 from rich.text import Text
 from scipy.stats import mannwhitneyu
 
 from farm.results import textout
 from farm.results.config_flags import config_flags, config_label
 from farm.results.emulation import NOT_COMPARED, WHY, device_label, is_emulated
+from farm.results.layout import Col, FitTable
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_medians
 from farm.results.textout import Field
 
@@ -216,24 +216,23 @@ _VERDICT_STYLE = {FASTER: "green", SLOWER: "red", SAME: "", NOT_MEASURED: "yello
                   NOT_COMPARED: "yellow"}
 
 
+# layout of the rich table (farm.results.layout): numbers whole, the configuration (it tells
+# ORT's fused and unfused rows apart) kept, as a numbered note under the table when long
+# (ORT's is ~90 characters), notes wrap
+_LAYOUT = [Col("device", "whole", keep=True), Col("route", "whole", keep=True),
+           Col("variant", "whole", drop=3), Col("threads", drop=4),
+           Col("config", "note", keep=True, cap=24), Col("n A", drop=2), Col("n B", drop=2),
+           Col("median A ms", drop=-1), Col("median B ms", drop=-1),
+           Col("ratio B/A", keep=True), Col("95% CI of ratio", drop=1), Col("p", drop=-1),
+           Col("verdict", "wrap", keep=True),
+           Col("note", "wrap", cap=40, drop=5)]
+
+
 def render_comparisons(comps: Sequence[Comparison], run_a: str, run_b: str, *,
-                       alpha: float = ALPHA) -> Table:
-    """Rich table; the caption names the statistic and the test."""
-    table = Table(
-        title=f"B = {run_b}  vs  A = {run_a}",
-        caption=(f"ratio = median B / median A of steady-state latency (< 1: B faster), "
-                 f"95% CI by bootstrap; p = Mann-Whitney U two-sided on raw samples, "
-                 f"alpha {alpha}"),
-        caption_justify="left",
-    )
-    heads = [("device", "left"), ("route", "left"), ("variant", "left"), ("threads", "right"),
-             ("config", "left"),
-             ("n A", "right"), ("n B", "right"), ("median A ms", "right"),
-             ("median B ms", "right"), ("ratio B/A", "right"), ("95% CI of ratio", "right"),
-             ("p", "right"), ("verdict", "left"), ("note", "left")]
-    for head, justify in heads:
-        table.add_column(head, justify=justify,  # type: ignore[arg-type]
-                         overflow="fold", no_wrap=head not in ("note", "device"))
+                       alpha: float = ALPHA, full: bool = False) -> FitTable:
+    """Rich table laid out for the width it is printed at; the caption names the statistic
+    and the test. `full`: no column left out (`--columns all`)."""
+    rows = []
     for c in comps:
         ci = ("" if c.ratio_ci_low is None or c.ratio_ci_high is None
               else f"[{c.ratio_ci_low:.3f}, {c.ratio_ci_high:.3f}]")
@@ -241,10 +240,15 @@ def render_comparisons(comps: Sequence[Comparison], run_a: str, run_b: str, *,
                  _cell(c.threads, "threads"), c.config,
                  str(c.n_a), str(c.n_b), _cell(c.median_a_ms, "m"), _cell(c.median_b_ms, "m"),
                  _cell(c.ratio, "ratio"), ci, _cell(c.p_value, "p_value")]
-        table.add_row(*[Text(x) for x in cells],
-                      Text(c.verdict, style=_VERDICT_STYLE.get(c.verdict, "dim")),
-                      Text(c.note))
-    return table
+        rows.append([*(Text(x) for x in cells),
+                     Text(c.verdict, style=_VERDICT_STYLE.get(c.verdict, "dim")),
+                     Text(c.note)])
+    return FitTable(
+        _LAYOUT, rows, title=f"B = {run_b}  vs  A = {run_a}",
+        caption=(f"ratio = median B / median A of steady-state latency (< 1: B faster), "
+                 f"95% CI by bootstrap; p = Mann-Whitney U two-sided on raw samples, "
+                 f"alpha {alpha}"),
+        full=full)
 
 
 def compare_runs(store: Any, run_a: str, run_b: str, *, alpha: float = ALPHA

@@ -18,7 +18,7 @@ Records of one key in one run are pooled (repeats). For each key measured on bot
 
 `GateResult.exit_code` is `EXIT_REGRESSION` (4) when any row is a regression, else 0.
 `format_gate(result, fmt)` prints md (a PR comment: verdict line + table), json, jsonl, csv;
-`render_gate(result)` a rich table.
+`render_gate(result)` a rich table laid out for the terminal (`farm.results.layout`).
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 from scipy.stats import mannwhitneyu
 
 from farm.results import textout
 from farm.results.compare import config_key, group_by, sort_key
 from farm.results.emulation import NOT_COMPARED, WHY, device_label, is_emulated
+from farm.results.layout import Col, FitTable
 
 # the one import of the statistics module (it moves below the store: change this line only)
 from farm.results.stats import summarize
@@ -246,18 +246,25 @@ _STYLE = {REGRESSION: "bold red", SLOWER_NOT_SIGNIFICANT: "yellow", WITHIN_LIMIT
           NOT_SLOWER: "green", NOT_COMPARED: "yellow"}
 
 
-def render_gate(result: GateResult) -> Table:
-    table = Table(title=headline(result), title_justify="left", caption_justify="left",
-                  caption=f"slowdown = {result.metric} NEW / {result.metric} BASE - 1 of "
-                          "steady-state latency; p = Mann-Whitney U one-sided on raw samples")
-    for key, label in _MD_COLUMNS:
-        numeric = key in ("threads", "n_base", "n_new", "base_ms", "new_ms", "slowdown_pct",
-                          "p_value")
-        table.add_column(label, justify="right" if numeric else "left", overflow="fold",
-                         no_wrap=key not in ("note", "device", "model", "config"))
-    for r in result.rows:
-        cells = [Text(_cell(r, k).strip("*"),
-                      style=_STYLE.get(r.verdict, "dim") if k == "verdict" else "")
-                 for k, _ in _MD_COLUMNS]
-        table.add_row(*cells)
-    return table
+# layout of the rich table (farm.results.layout), as `farm compare`'s: numbers whole, a long
+# configuration a numbered note under the table
+_LAYOUT = {"device": Col("device", "whole", keep=True),
+           "route": Col("route", "whole", keep=True),
+           "model": Col("model", "wrap", cap=20, drop=2),
+           "variant": Col("variant", "whole", drop=3),
+           "threads": Col("thr", drop=4), "config": Col("config", "note", keep=True, cap=24),
+           "n_base": Col("n base", drop=2), "n_new": Col("n new", drop=2),
+           "base_ms": Col("base ms", drop=-1), "new_ms": Col("new ms", drop=-1),
+           "p_value": Col("p", drop=-1),
+           "slowdown_pct": Col("slowdown", keep=True), "verdict": Col("verdict", "wrap", keep=True),
+           "note": Col("note", "wrap", cap=40, drop=5)}
+
+
+def render_gate(result: GateResult, full: bool = False) -> FitTable:
+    rows = [[Text(_cell(r, k).strip("*"),
+                  style=_STYLE.get(r.verdict, "dim") if k == "verdict" else "")
+             for k, _ in _MD_COLUMNS] for r in result.rows]
+    return FitTable([_LAYOUT.get(k, Col(label)) for k, label in _MD_COLUMNS], rows,
+                    title=headline(result), title_justify="left", full=full,
+                    caption=f"slowdown = {result.metric} NEW / {result.metric} BASE - 1 of "
+                            "steady-state latency; p = Mann-Whitney U one-sided on raw samples")

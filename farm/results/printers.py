@@ -30,12 +30,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from farm.results import textout
 from farm.results.config_flags import route_key_label
 from farm.results.emulation import device_label, is_emulated
+from farm.results.layout import Col, FitTable
 from farm.results.schema import FIELDS, SCHEMA_VERSION
 from farm.results.store import records_table_sql
 from farm.results.textout import Field
@@ -109,7 +109,6 @@ ALL_COLUMNS = tuple(f.name for f in FIELDS)
 SUMMARY_COLUMNS = ("device", "route", "variant", "threads", "status", "n", "median_ms",
                    "ci95", "p90_ms", "cv", "load_ms", "first_run_ms", "peak_vmhwm_kb",
                    "drift", "status_detail")
-_FOLDING = ("drift", "status_detail", "command", "model", "build_flags", "ops", "cpu_info")
 # how each statistic column is computed, for the caption that names what is shown
 _STAT_WORDS = {
     "median_ms": "median", "ci95": "95% CI of the median (seeded percentile bootstrap)",
@@ -260,33 +259,73 @@ def format_records(records: Sequence[dict[str, Any]], fmt: str,
 
 _STATUS_STYLE = {"ok": "green", "invalid": "red", "partial": "yellow", "failed": "red",
                  "unavailable": "dim"}
+# how each column of the rich table lays out (farm.results.layout): names of the row are
+# kept, numbers stay whole, text wraps; at a narrow terminal the highest `drop` goes first
+_KEEP = {"device", "route", "status", "median_ms", "run_id"}
+# short names (never wrapped); every other text or JSON field wraps
+_WHOLE = {"record_id", "run_id", "created_utc", "farm_version", "device", "transport", "arch",
+          "triple", "route", "variant", "status", "memory_method"}
+_DROP = {"first_run_ms": 9, "load_ms": 8, "threads": 7, "variant": 6, "cv": 5, "ci95": 4,
+         "p90_ms": 3, "drift": 2, "peak_vmhwm_kb": 2, "n": 1}
+
+
+def layout_column(c: Column) -> Col:
+    """How the rich table lays out a printer column (see `farm.results.layout`)."""
+    if c.numeric:
+        return Col(c.label, "number", keep=c.key in _KEEP, drop=_DROP.get(c.key, 0))
+    if c.key in _WHOLE:
+        return Col(c.label, "whole", keep=c.key in _KEEP, drop=_DROP.get(c.key, 0))
+    if c.key == "status_detail":  # a failure's reason, often the same on every device
+        return Col(c.label, "note", cap=30, drop=_DROP.get(c.key, 0))
+    return Col(c.label, "wrap", cap=48, drop=_DROP.get(c.key, 0))
 
 
 def render_results(records: Sequence[dict[str, Any]],
                    columns: Sequence[str] | str | None = SUMMARY_COLUMNS,
-                   title: str | None = None) -> Table:
-    """A rich table of records; the caption names the statistics."""
+                   title: str | None = None, full: bool = False) -> FitTable:
+    """A rich table of records laid out for the width it is printed at (numbers never cut;
+    columns left out are named); the caption names the statistics shown. `full`: every
+    column, however wide (`--columns all`)."""
     cols = resolve_columns(columns)
-    table = Table(title=title, caption=stat_caption([c.key for c in cols]),
-                  caption_justify="left", show_edge=False)
-    for c in cols:
-        # long free text folds; everything else stays on one line so numbers stay legible
-        folds = c.key in _FOLDING or FIELD_TYPES.get(c.key) == "json"
-        table.add_column(c.label, justify="right" if c.numeric else "left",
-                         overflow="fold", no_wrap=not folds, max_width=48 if folds else None)
+
+    def caption(kept: Sequence[int]) -> str | None:
+        return stat_caption([cols[i].key for i in kept])
+
+    rows = []
     for r in records:
         style = _STATUS_STYLE.get(str(r.get("status")), "")
         # Text, not markup: cells hold brackets ("[1.0, 2.0]", JSON) rich would parse
-        table.add_row(*[Text(_drift_kinds(r.get("drift")) if c.key == "drift" else c.cell(r),
-                             style=style if c.key == "status" else "") for c in cols])
-    return table
+        rows.append([Text(_drift_kinds(r.get("drift")) if c.key == "drift" else c.cell(r),
+                          style=style if c.key == "status" else "") for c in cols])
+    return FitTable([layout_column(c) for c in cols], rows, title=title, caption=caption,
+                    show_edge=False, full=full)
 
 
-RUN_COLUMNS = ("run_id", "started_utc", "finished_utc", "status", "n_records", "command")
+RUN_COLUMNS = ("run_id", "started_utc", "finished_utc", "status", "n_records", "model",
+               "devices", "routes", "command")
+_RUN_ATTRS = ("run_id", "started_utc", "finished_utc", "status", "n_records", "command")
+
+
+def _listed(value: Any) -> str | None:
+    return ", ".join(map(str, value)) if isinstance(value, list) else value
+
+
+def _when(utc: str | None) -> str:
+    """A stored UTC time as a table shows it: to the second (the run id has the rest)."""
+    return "" if not utc else utc.replace("T", " ").split(".")[0].rstrip("Z")
 
 
 def runs_as_dicts(runs: Sequence[Any]) -> list[dict[str, Any]]:
-    return [{k: getattr(run, k) for k in RUN_COLUMNS} for run in runs]
+    """A run's columns; model, devices and routes come from what the run recorded when it
+    started (None for a run that did not say)."""
+    out = []
+    for run in runs:
+        meta = getattr(run, "meta", None) or {}
+        row = {k: getattr(run, k) for k in _RUN_ATTRS}
+        row.update(model=meta.get("model"), devices=_listed(meta.get("devices")),
+                   routes=_listed(meta.get("routes")))
+        out.append(row)
+    return out
 
 
 def format_runs(runs: Sequence[Any], fmt: str) -> str:
@@ -300,13 +339,23 @@ def format_runs(runs: Sequence[Any], fmt: str) -> str:
                          "jsonl") from None
 
 
-def render_runs(runs: Sequence[Any]) -> Table:
-    table = Table(title="runs")
-    for k in RUN_COLUMNS:
-        table.add_column(k.replace("_", " "), justify="right" if k == "n_records" else "left")
+def render_runs(runs: Sequence[Any], full: bool = False) -> FitTable:
+    """`farm results list`: one row per run with what it measured (model, devices, routes,
+    from the run's meta) and its command, which wraps."""
+    heads = [("run_id", Col("run id", "whole", keep=True)),
+             ("started_utc", Col("started utc", "whole", drop=2)),
+             ("finished_utc", Col("finished utc", "whole", drop=5)),
+             ("status", Col("status", "whole", keep=True)),
+             ("n_records", Col("records", "number", drop=3)),
+             ("model", Col("model", "wrap", cap=24)),
+             ("devices", Col("devices", "wrap", cap=24, drop=1)),
+             ("routes", Col("routes", "wrap", cap=24, drop=1)),
+             ("command", Col("command", "wrap", cap=60, drop=4))]
+    rows = []
     for r in runs_as_dicts(runs):
         style = {"ok": "green", "partial": "yellow", "failed": "red",
                  "interrupted": "magenta"}.get(str(r["status"]), "")
-        table.add_row(*[Text("" if r[k] is None else str(r[k]),
-                             style=style if k == "status" else "") for k in RUN_COLUMNS])
-    return table
+        r["started_utc"], r["finished_utc"] = _when(r["started_utc"]), _when(r["finished_utc"])
+        rows.append([Text("" if r[k] is None else str(r[k]),
+                          style=style if k == "status" else "") for k, _ in heads])
+    return FitTable([c for _, c in heads], rows, title="runs", full=full)

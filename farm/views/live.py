@@ -1,5 +1,5 @@
-"""The live bench view: every device's phase, current route, progress, running median and
-p90, and state (CPU frequency, temperature).
+"""The live bench view: every device's phase, what it is building (and for how long),
+current route, progress, running median and p90, and state (CPU frequency, temperature).
 
 Pure core: `BenchState` + `apply(state, event)` (a reducer over the bench's event dicts,
 see `farm.bench.runner`) + `render(state) -> Table` (no I/O, testable with a capturing
@@ -11,9 +11,11 @@ With `events_out` every event is also written there as one JSON line (`--events 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -26,7 +28,7 @@ from farm.results.emulation import device_label
 from farm.views.steps import StepLines
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "invalid": "red", "failed": "red",
-                "unavailable": "dim", "interrupted": "yellow"}
+                "unavailable": "dim", "skipped": "dim", "interrupted": "yellow"}
 
 
 @dataclass
@@ -48,6 +50,9 @@ class DeviceView:
     detail: str = ""
     emulated: bool = False
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. where library output went
+    building: str | None = None       # the route key whose build runs now
+    build_t: float | None = None      # its start (the event's time)
 
 
 @dataclass
@@ -57,6 +62,7 @@ class BenchState:
     routes: list[str] = field(default_factory=list)
     phase: str = "starting"
     devices: dict[str, DeviceView] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # the host's steps (model build)
 
     def device(self, name: str) -> DeviceView:
         if name not in self.devices:
@@ -76,6 +82,8 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
             state.phase = "running"
         elif kind == "phase":
             state.phase = event.get("phase", state.phase)
+        elif kind == "library_output" and event.get("summary"):
+            state.notes.append(str(event["summary"]))
         return state
     dev = state.device(name)
     if kind == "phase":
@@ -88,8 +96,14 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
         dev.progress, dev.n, dev.median_ms, dev.p90_ms = 0.0, 0, None, None
         dev.freq_mhz = event.get("freq_mhz", dev.freq_mhz)
         dev.temp_c = event.get("temp_c", dev.temp_c)
+    elif kind == "build":
+        start = event.get("state") == "start"
+        dev.building = str(event.get("route")) if start else None
+        dev.build_t = event.get("t") if start else None
     elif kind == "stage":
         dev.stage = event["stage"]
+    elif kind == "library_output" and event.get("summary"):
+        dev.notes.append(str(event["summary"]))
     elif kind == "warning":  # e.g. a TVM build left with a symbolic dim (slow, not wrong)
         dev.warnings.append(str(event.get("message", "")))
     elif kind == "samples":
@@ -99,7 +113,8 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
     elif kind == "state":
         dev.freq_mhz, dev.temp_c = event.get("freq_mhz"), event.get("temp_c")
     elif kind == "route_done":
-        dev.finished.append((event["route"], event["status"], event.get("median_ms"),
+        status = "skipped" if event.get("skipped") else event["status"]
+        dev.finished.append((event["route"], status, event.get("median_ms"),
                              len(event.get("drift") or [])))
         dev.route, dev.stage, dev.progress = None, "", 0.0
     elif kind == "device_done":
@@ -116,11 +131,13 @@ def _bar(fraction: float, width: int = 12) -> str:
     return "█" * filled + "░" * (width - filled) + f" {fraction:4.0%}"
 
 
-def render(state: BenchState) -> Table:
-    """The whole view as one table (pure: same state, same table)."""
+def render(state: BenchState, now: float | None = None) -> Table:
+    """The whole view as one table (pure: same state and `now`, same table). `now` (a
+    `time.time()`) gives a running build its elapsed seconds."""
     title = f"farm bench {state.run_id}  model {state.model}" if state.run_id else "farm bench"
-    table = Table(title=title, caption="median and p90 of steady-state samples so far, ms",
-                  expand=False)
+    caption = "\n".join(["median and p90 of steady-state samples so far, ms",
+                         *(f"farm: {note}" for note in state.notes)])
+    table = Table(title=title, caption=caption, caption_justify="left", expand=False)
     for column in ("device", "phase", "route", "progress", "n", "median ms", "p90 ms",
                    "CPU MHz", "temp °C", "finished"):
         table.add_column(column, no_wrap=column != "finished")
@@ -128,6 +145,10 @@ def render(state: BenchState) -> Table:
         dev = state.devices[name]
         phase = Text(dev.status or dev.phase, style=STATUS_STYLE.get(dev.status or "", ""))
         route = "–"
+        if dev.building and dev.phase == "build":
+            route = f"building {dev.building}"
+            if now is not None and dev.build_t is not None:
+                route += f" {max(0.0, now - dev.build_t):.0f} s"
         if dev.route:
             route = f"{dev.route} ({dev.index + 1}/{dev.total})"
             route += f" {dev.stage}" if dev.stage else ""
@@ -142,6 +163,8 @@ def render(state: BenchState) -> Table:
             finished.append("  ")
         for warning in dev.warnings:
             finished.append(f"warning: {warning[:120]}  ", style="yellow")
+        for note in dev.notes:
+            finished.append(f"{note}  ", style="dim")
         if dev.detail and dev.status not in (None, "ok"):
             finished.append(dev.detail[:120], style="red")
         table.add_row(device_label(name, dev.emulated), phase, route,
@@ -150,6 +173,32 @@ def render(state: BenchState) -> Table:
                       _num(dev.p90_ms), _num(dev.freq_mhz, digits=4),
                       _num(dev.temp_c, digits=3), finished)
     return table
+
+
+class Elapsed:
+    """A one-line renderable, "what… N s", its seconds counted each time it is drawn: the
+    model build on the host (`Bench.start`) runs before the live table exists."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.started = time.monotonic()
+
+    def __rich__(self) -> Text:
+        return Text(f"farm: {self.what}… {time.monotonic() - self.started:.0f} s")
+
+
+@contextlib.contextmanager
+def elapsed_line(console: Console, what: str) -> Iterator[None]:
+    """On a terminal, `Elapsed(what)` redrawn until the block ends (then erased: the live
+    table or the step lines take over); elsewhere nothing (the step lines say it)."""
+    if not console.is_terminal:
+        yield
+        return
+    # no redirect of sys.stdout/stderr: a capturing thread's writes must reach
+    # farm.libout's router, not be printed above the live display
+    with Live(Elapsed(what), console=console, refresh_per_second=4, transient=True,
+              redirect_stdout=False, redirect_stderr=False):
+        yield
 
 
 def run_ui(events: queue.Queue[dict[str, Any]], done: Callable[[], bool],
@@ -185,9 +234,10 @@ def run_ui(events: queue.Queue[dict[str, Any]], done: Callable[[], bool],
         while not (done() and events.empty()):
             drain(0.2)
         return state
-    with Live(render(state), console=console, refresh_per_second=4, transient=False) as live:
+    with Live(render(state, time.time()), console=console, refresh_per_second=4,
+              transient=False, redirect_stdout=False, redirect_stderr=False) as live:
         while not (done() and events.empty()):
-            if drain(0.25):
-                live.update(render(state))
-        live.update(render(state))
+            drain(0.25)
+            live.update(render(state, time.time()))  # also between events: elapsed ticks
+        live.update(render(state, time.time()))
     return state

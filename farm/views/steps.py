@@ -7,10 +7,14 @@ things a CI log reader looks for, the way pytest or cargo report steps:
 * the run (id, model, routes, devices);
 * the start of a long step (`prepare` = model build on the host, a device's `build` and
   `deploy`) and its end with the duration, taken from the events' own timestamps `t`
-  ("failed after N s" when the device failed inside the step);
-* a route started, and finished with its status, median, p90 and n;
+  ("failed after N s" when the device failed inside the step); a route whose build took a
+  second or more, with its duration (what the build step spent its time on);
+* a route started, and finished with its status, median, p90 and n; without `--routes`,
+  a route the device cannot run is "skipped" with the reason;
 * warnings: a route's drift flags (frequency/temperature moved), a route or device that is
   not ok with its detail;
+* one line naming a step's library output (TVM, onnxscript, numpy) and its log
+  (`farm.libout`), when the step had any;
 * a device finished.
 
 Per-sample events (`samples`, `stage`, `state`) make no line: they are what the live view
@@ -33,6 +37,8 @@ from rich.console import Console
 
 # steps that can take long enough that a log reader wants their start and duration
 LONG_PHASES = {"prepare": "model build", "build": "build", "deploy": "deploy"}
+# a route's own build gets a line when it took this long (a cached one takes ~0.1 s)
+BUILD_LINE_S = 1.0
 
 
 def _ms(value: Any) -> str:
@@ -80,9 +86,16 @@ class StepLines:
             if t is not None:
                 self.open_steps[who] = (name, float(t))
         elif kind == "run":
+            default = " (the default: every route; --routes to choose)" \
+                if event.get("routes_default") else ""
             out.append(f"farm: run {event.get('run_id')}: model {event.get('model')}, "
-                       f"routes {','.join(event.get('routes') or [])} on "
+                       f"routes {','.join(event.get('routes') or [])}{default} on "
                        f"{', '.join(event.get('devices') or [])}")
+        elif kind == "build" and event.get("state") == "done" \
+                and float(event.get("seconds") or 0) >= BUILD_LINE_S:
+            out.append(f"{prefix}built {event.get('route')} in {event['seconds']:.1f} s")
+        elif kind == "library_output" and event.get("summary"):
+            out.append(f"{prefix}{event['summary']}")
         elif kind == "route_start":
             out.append(f"{prefix}{event.get('route')} ({int(event.get('index') or 0) + 1}/"
                        f"{event.get('total') or '?'}) started")
@@ -97,6 +110,8 @@ class StepLines:
     @staticmethod
     def _route_done(prefix: str, event: dict[str, Any]) -> list[str]:
         route, status = event.get("route"), event.get("status")
+        if event.get("skipped"):  # not named by --routes: this device cannot run it
+            return [f"{prefix}skipped {route}: {event.get('detail') or status}"]
         line = f"{prefix}{route} {status}"
         if isinstance(event.get("median_ms"), (int, float)):
             line += f": median {_ms(event['median_ms'])}, p90 {_ms(event.get('p90_ms'))}"

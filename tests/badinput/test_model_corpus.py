@@ -85,7 +85,7 @@ CASES = [
 
 
 def bench_argv(model: Path, store: Path) -> list[str]:
-    return ["bench", "--model", str(model), "--store", str(store), "--runs", "1",
+    return ["bench", "--model", str(model), "--routes", "ort", "--store", str(store), "--runs", "1",
             "--min-time", "0", "--warmup", "0", "--warmup-time", "0", "--profile-runs", "0",
             "--pause", "0", "--output", "json"]
 

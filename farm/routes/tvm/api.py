@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +38,29 @@ def _tvm() -> ModuleType:
 
 # ---------------------------------------------------------------- facts
 def tvm_version() -> str:
+    """The installed TVM's version. Read from the wheel's metadata when there is one (the
+    same string as `tvm.__version__`): a cached build's key needs the version, and
+    `import tvm` alone cost 4-12 s of a bench whose every build was cached."""
+    for dist in ("apache-tvm", "tvm"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            return importlib.metadata.version(dist)
     return str(_tvm().__version__)
 
 
 def host_cpu() -> str:
-    """LLVM's name for this machine's CPU (e.g. znver4), for `mcpu` of the local target."""
-    _tvm()
-    from tvm.target import codegen
-    return str(codegen.llvm_get_system_cpu())
+    """LLVM's name for this machine's CPU (e.g. znver4), for `mcpu` of the local target.
+
+    Asked of LLVM once per machine and TVM version, then read from a small file under the
+    build cache (`host_facts.cached`): like the version, it is part of every local build's
+    key, and asking LLVM means importing TVM."""
+    from farm.routes.tvm.host_facts import cached
+
+    def ask() -> str:
+        _tvm()
+        from tvm.target import codegen
+        return str(codegen.llvm_get_system_cpu())
+
+    return cached("llvm-cpu", tvm_version(), ask)
 
 
 def supported_onnx_ops() -> frozenset[str]:
