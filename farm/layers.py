@@ -22,7 +22,8 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     # bottom: any layer uses them
     ("__init__", "errors", "paths", "categories", "layers", "followup"),
-    ("artifacts", "source_key"),  # what the routes built (for deploy); build-key digests
+    # what the routes built (for deploy); build-key digests; ISA levels (caps)
+    ("artifacts", "source_key", "isa"),
     ("inventory",),
     ("transports", "lab"),     # lab creates devices and writes an inventory
     ("devices",),              # pre-flight check, fan-out over transports
