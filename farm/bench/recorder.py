@@ -20,6 +20,7 @@ from farm import followup
 from farm.bench.accuracy import compare_outputs
 from farm.bench.backend import Emit
 from farm.bench.config import BenchConfig
+from farm.bench.plan import isa_flags
 from farm.bench.prepare import Prepared
 from farm.bench.quant_rule import judge_against_reference
 from farm.bench.records import RouteOutcome, make_record
@@ -86,7 +87,9 @@ class Recorder:
         if out is not None and (out.state_before or out.state_after):
             drift = drift_flags(out.state_before, out.state_after)
         spec = ROUTES[route.route]
-        flags = {**spec.fusion_flags(route.fused), **(plan.build_flags if plan else {})}
+        # the cap also on a route that never got a plan (unavailable, failed to build)
+        flags = {**spec.fusion_flags(route.fused), **isa_flags(self.device, spec),
+                 **(plan.build_flags if plan else {})}
         record = make_record(
             run_id=self.run_id, device=self.device, hello=self.hello, route=route.route,
             config=self.config, model_label=self.prepared.model_label,
