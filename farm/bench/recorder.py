@@ -20,6 +20,7 @@ from farm import followup
 from farm.bench.accuracy import compare_outputs
 from farm.bench.backend import Emit
 from farm.bench.config import BenchConfig
+from farm.bench.int8_reference import deviation
 from farm.bench.plan import isa_flags
 from farm.bench.prepare import Prepared
 from farm.bench.quant_rule import judge_against_reference
@@ -70,6 +71,13 @@ class Recorder:
                                       same_file=p.extra.get("reference_kind") == "same-file",
                                       reference_label=p.reference_label)
         accuracy: dict[str, Any] = {**ref.as_json(), "cross_routes": []}
+        int8 = p.extra.get("int8")
+        if int8 is not None:  # which reference judged an int8 model, and why
+            accuracy["reference_why"] = int8.why
+            if int8.ort_deviation is not None:
+                accuracy["ort_host_deviation"] = int8.ort_deviation
+            if int8.exact is not None and not int8.judges:
+                accuracy["exact_int8_deviation"] = deviation(outputs, int8.exact)
         problems = [] if ref.ok else [f"outputs differ from {p.reference_label}: {ref.detail}"
                                       f" (max abs diff {ref.max_abs_diff})"]
         for peer, peer_outputs in self._outputs.items():

@@ -55,6 +55,7 @@ from farm.report.decision import Decision, build_cost, decisions, total_size
 from farm.report.emulated import mark_emulated
 from farm.report.fusion import FusionEffect, fusion_effects
 from farm.report.isa_note import mark_isa
+from farm.report.reference_note import mark_reference
 from farm.report.tables import Column, ReportTable
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from farm.results.store import ResultStore
@@ -340,4 +341,5 @@ def analyze(records: Iterable[Mapping[str, Any]], *, run_ids: Sequence[str] = ()
         report.tables[table.name] = table
     mark_emulated(report)
     mark_isa(report)
+    mark_reference(report)
     return report
