@@ -116,3 +116,18 @@ def test_where_ort_int8_is_exact() -> None:
     assert ort_int8_exact("x86_64", ("avx2", "avx512f", "avx512vnni"))  # Zen 4, Ice Lake
     assert ort_int8_exact("x86_64", ("avx2", "avxvnni"))                # Alder Lake
     assert ort_int8_exact("aarch64", ("neon",))
+
+
+def test_report_says_which_reference_judged_and_why() -> None:
+    from farm.report.analysis import analyze
+
+    accuracy = {"ok": True, "reference": "exact integer reference of the same int8-dynamic "
+                "file (numpy: int32 sums)", "reference_why": "the file's own arithmetic",
+                "ort_host_deviation": {"cosine_min": 0.75, "max_abs_diff": 9.7}}
+    records = [{"record_id": route, "run_id": "r", "device": "zen3", "route": route,
+                "model": "m", "variant": "int8-dynamic", "threads": 1, "status": "ok",
+                "samples_ms": [1.0, 1.2], "build_flags": {"route": route},
+                "accuracy": accuracy} for route in ("ort", "custom")]
+    caption = analyze(records).tables["availability"].caption
+    assert "m int8-dynamic: judged against exact integer reference" in caption
+    assert "the file's own arithmetic" in caption and "max abs diff 9.7" in caption
