@@ -55,7 +55,7 @@ MODES = {"commit": ("PLAN_JSON", "put uploaded files in place after checking the
 # VNNI `avx512_vnni`, farm/inventory/builtin.py maps the same flags the other way)
 X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "avx512bw",
              "avx512vnni": "avx512_vnni", "avxvnni": "avx_vnni", "f16c": "f16c",
-             "sse4.2": "sse4_2"}
+             "sse4.2": "sse4_2", "amx-tile": "amx_tile", "amx-int8": "amx_int8"}
 ARM_FLAGS = {"neon": "asimd", "dotprod": "asimddp", "i8mm": "i8mm", "sve": "sve",
              "fp16": "fphp"}
 

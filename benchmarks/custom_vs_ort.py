@@ -107,7 +107,11 @@ def main() -> int:
     ap.add_argument("--preset", default="mobilebert")
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds of samples per run")
     ap.add_argument("--rounds", type=int, default=2, help="alternating ORT/custom rounds")
+    ap.add_argument("--isa", metavar="LEVEL",
+                    help="cap custom and TVM at this ISA level (sets $FARM_ISA; farm/isa.py)")
     args = ap.parse_args()
+    if args.isa:  # every fk_exec, kernel_bench and bench config of the run reads it
+        os.environ["FARM_ISA"] = args.isa
     nproc = os.cpu_count() or 1
     work = state_dir() / "bench-custom"
     exe = build_executor("x86_64", work / "bin")

@@ -84,7 +84,11 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved rounds per bench")
     ap.add_argument("--min-time", type=float, default=2.0, help="seconds per route and round")
     ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--isa", metavar="LEVEL",
+                    help="cap custom and TVM at this ISA level (sets $FARM_ISA; farm/isa.py)")
     args = ap.parse_args()
+    if args.isa:  # every fk_exec, kernel_bench and bench config of the run reads it
+        os.environ["FARM_ISA"] = args.isa
     variants = args.variants.split(",")
     threads = sorted({int(t) for t in args.threads.split(",")})
     rows: dict[str, dict[int, dict[str, dict[str, Any]]]] = {}

@@ -22,8 +22,9 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     # bottom: any layer uses them
     ("__init__", "errors", "paths", "categories", "layers", "followup"),
-    # what the routes built (for deploy); build-key digests; libraries' output to logs
-    ("artifacts", "source_key", "libout"),
+    # what the routes built (for deploy); build-key digests; libraries' output to logs;
+    # ISA levels (caps)
+    ("artifacts", "source_key", "libout", "isa"),
     ("inventory",),
     ("transports", "lab"),     # lab creates devices and writes an inventory
     ("devices",),              # pre-flight check, fan-out over transports

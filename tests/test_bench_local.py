@@ -360,3 +360,35 @@ def test_bench_without_routes_measures_every_route_it_can_and_names_the_rest(
     assert meta["routes"] == list(ROUTES) and meta["config"]["routes_default"] is True
     bench_help = build_parser()._subparsers._group_actions[0].choices["bench"].format_help()
     assert "default: every route the device offers" in " ".join(bench_help.split())
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_bench_capped_at_avx2_runs_avx2_and_says_ort_is_not(tmp_path: Path) -> None:
+    """The suite's one capped end-to-end bench (tiny, every route, --isa avx2): custom's
+    executor dispatched its avx2 table, TVM built for a 256-bit target without AVX-512,
+    every record says its level (ORT the host's: it cannot be capped), the capped configs
+    are their own, and the report says the comparison is not like for like."""
+    from farm import isa
+    from farm.report.analysis import analyze
+
+    dev = device(tmp_path)
+    if "avx2" not in isa.runnable(dev.arch, dev.features):
+        pytest.skip(f"this host ({dev.arch}, level {dev.level}) cannot run avx2")
+    config = BenchConfig(routes=("ort", "tvm", "custom"), policy=FAST, pause_s=0.0,
+                         profile_runs=1, isa="avx2")
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        result = run_bench([dev], config, store, "test")
+        records = store.records(result.run_id)
+    by_route = {r["route"]: r for r in records}
+    assert result.exit_code == 0, result.failures()
+    assert {r: x["status"] for r, x in by_route.items()} == dict.fromkeys(by_route, "ok")
+    custom, tvm, ort = by_route["custom"], by_route["tvm"], by_route["ort"]
+    assert custom["build_flags"]["kernels"] == "avx2"
+    assert (custom["isa"], tvm["isa"], ort["isa"]) == ("avx2", "avx2", dev.level)
+    assert custom["build_flags"]["isa"] == tvm["build_flags"]["isa"] == "avx2"
+    assert "isa" not in ort["build_flags"]
+    target = tvm["build_flags"]["target"]
+    assert target["vector-width"] == 256 and "+avx512f" not in target["mattr"]
+    caption = analyze(records).tables["latency"].caption
+    assert ("Not like for like" in caption) == (dev.level != "avx2")

@@ -163,7 +163,8 @@ def test_cpu_features_from_cpuinfo():
     assert cpu_features(arm, "aarch64") == ("dotprod", "neon")
     # Linux's spellings of the VNNI flags (a Sapphire Rapids /proc/cpuinfo line)
     spr = "flags\t\t: avx512f avx512bw avx512_vnni avx_vnni amx_int8 avx512_bf16\n"
-    assert cpu_features(spr, "x86_64") == ("avx512bw", "avx512f", "avx512vnni", "avxvnni")
+    assert cpu_features(spr, "x86_64") == ("amx-int8", "avx512bw", "avx512f", "avx512vnni",
+                                           "avxvnni")
 
 
 def test_the_agent_reads_cpuinfo_flags_as_the_host_does(monkeypatch):

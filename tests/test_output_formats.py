@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from farm.cli.main import main
+from farm.inventory.builtin import local_device
 from farm.results.printers import SUMMARY_COLUMNS
 from farm.results.schema import FIELDS
 
@@ -94,6 +95,10 @@ def test_bench_results_and_compare_md_csv_are_the_summary(
     assert main(["results", "show", "latest", *store, "--output", "json"]) == 0
     whole = json.loads(capsys.readouterr().out)["records"]
     assert "samples_ms" in whole[0]
+    # the ISA level: custom and TVM at the cap ($FARM_ISA) or the host's, ORT at the host's
+    local = local_device()
+    assert {r["route"]: r["isa"] for r in whole} == {
+        "ort": local.level, "tvm": local.isa_level, "custom": local.isa_level}
     # every runner records its profiled runs' own wall time (the report's per-op check)
     assert {r["route"] for r in whole if r["ops"]["run_ms"] > 0} == {"ort", "tvm", "custom"}
 

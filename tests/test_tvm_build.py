@@ -88,8 +88,14 @@ def test_cross_compile_aarch64_gives_an_aarch64_elf(tiny_model: Path) -> None:
 def test_default_gemm_reads_weights_prepacked_at_build_time(tiny_model: Path,
                                                           device: Device) -> None:
     """Every fc GEMM reads its constant weight [K, N] from [N / tj, K, tj] panels (tj = two
-    vectors) that the build repacked once: the weight-prepack kernels were folded away."""
+    vectors) that the build repacked once: the weight-prepack kernels were folded away. The
+    vector is the target's (AVX-512: 16 fp32 lanes, AVX2: 8 — also on an AVX-512 host capped
+    with FARM_ISA=avx2 —, NEON: 4), and TVM's own idea of it agrees: its x86 default is 512
+    bits whatever the CPU, so an AVX2 target must say 256 (farm/routes/tvm/target.py)."""
     import json
+
+    from tvm.target import Target
+    from tvm.target.codegen import llvm_get_vector_width
 
     from farm.routes.tvm.builder import build_tvm
 
@@ -97,8 +103,10 @@ def test_default_gemm_reads_weights_prepacked_at_build_time(tiny_model: Path,
     kernels = json.loads(art.meta_path.read_text())["kernels"]
     fc = {k: v for k, v in kernels.items() if v["category"] == "fc"}
     assert fc and not any("weight_prepack" in k for k in kernels), sorted(kernels)
-    lanes = 16 if "+avx512f" in art.target.get("mattr", []) else \
-        4 if device.arch == "aarch64" else 8
+    bits = 128 if device.arch == "aarch64" else \
+        512 if "avx512f" in device.isa_features else 256
+    assert llvm_get_vector_width(Target(art.target)) == bits, art.target
+    lanes = bits // 32
     for name, info in fc.items():
         assert name.endswith("_prepacked") and info["schedule"] == "default:CpuMatmul", name
         k, weight = info["args"][0][0][-1], info["args"][1][0]
@@ -192,3 +200,36 @@ def test_size_split_refuses_a_file_that_is_not_elf(tmp_path: Path) -> None:
     fake.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(40))
     with pytest.raises(BuildError, match="truncated"):
         code_and_constants(fake)
+
+
+@pytest.mark.tvm
+@pytest.mark.slow
+def test_isa_cap_takes_the_wide_vectors_out_of_the_library(tiny_model: Path) -> None:
+    """Capped at avx2 (FARM_ISA / --isa), the local target loses AVX-512 (`-avx512f` beside
+    its `mcpu`, 256-bit vectors) and the library has no zmm register; uncapped on an AVX-512
+    host it has them. The cap is part of the build key."""
+    import shutil
+    import subprocess
+
+    from farm import isa
+    from farm.inventory.capped import capped
+    from farm.routes.tvm.builder import build_tvm
+
+    host = capped(local_device(), None)
+    if "avx2" not in isa.runnable(host.arch, host.features):
+        pytest.skip(f"this host ({host.arch}, level {host.level}) cannot run avx2")
+    if not shutil.which("objdump"):
+        pytest.skip("objdump missing")
+
+    def zmm(lib: Path | None) -> bool:
+        assert lib is not None
+        asm = subprocess.run(["objdump", "-d", str(lib)], check=True, capture_output=True,
+                             text=True).stdout
+        return "%zmm" in asm
+
+    art = build_tvm(tiny_model, capped(host, "avx2"))
+    assert art.target["vector-width"] == 256 and "-avx512f" in art.target["mattr"]
+    assert not zmm(art.kernels_path)
+    if "avx512f" in host.features:
+        wide = build_tvm(tiny_model, host)
+        assert wide.key != art.key and zmm(wide.kernels_path)

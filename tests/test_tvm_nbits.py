@@ -129,7 +129,7 @@ def test_int8_builds_leave_no_kernel_unscheduled(farm_home: Path, variant: str) 
         assert {"default:CpuFullReduction", "default:CpuScalar"} <= sources, sources
     else:  # QDQ MatMuls with constant weights imported as integer GEMMs (tvm/qdq.py)
         assert art.rewrites["qdq_integer_matmuls"] == 12, art.rewrites
-        if "avx512vnni" in local_device().features:
+        if "avx512vnni" in local_device().isa_features:
             assert "default:CpuMatmulVnni" in sources, sources
     feeds = make_inputs(info)
     want = _run(onnx.load(str(info.path)), feeds)[0]

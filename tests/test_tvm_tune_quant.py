@@ -37,7 +37,7 @@ def test_tuning_a_quantized_variant_feeds_the_default_build(
     from_db = {k for k, v in after.schedule_sources.items() if v.startswith("tuning-db")}
     assert {k.removesuffix("_prepacked") for k in from_db} == set(result.tasks)
     assert after.unscheduled_count == 0, after.schedule_sources
-    if variant == "int8-dynamic" and "avx512vnni" in device.features:
+    if variant == "int8-dynamic" and "avx512vnni" in device.isa_features:
         # the seeded default of the u8 x s8 GEMMs is the VNNI schedule, recognised as such
         assert "tuning-db:default:CpuMatmulVnni" in after.schedule_sources.values()
     feeds = make_inputs(info)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from farm import isa as isa_levels
 from farm.errors import UsageError
 from farm.results.stats import DEFAULT_N_BOOT
 from farm.routes import ROUTES, RouteKey, parse_keys
@@ -79,8 +80,12 @@ class BenchConfig:
     seq: int | None = None
     reference: str | None = None
     routes_default: bool = False
+    # ISA level farm's own routes are capped at (farm/isa.py, farm.inventory.capped);
+    # defaults to $FARM_ISA, None = each device's own
+    isa: str | None = field(default_factory=isa_levels.requested)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "isa", isa_levels.requested(self.isa or isa_levels.NATIVE))
         if not self.routes:
             object.__setattr__(self, "routes", default_keys())
             object.__setattr__(self, "routes_default", True)
@@ -111,6 +116,7 @@ class BenchConfig:
         data["routes"] = tuple(data["routes"])
         data["policy"] = Policy(**data["policy"])
         data["shapes"] = tuple((str(n), tuple(d)) for n, d in data.get("shapes") or ())
+        data.setdefault("isa", None)  # a run from before caps ran uncapped
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 

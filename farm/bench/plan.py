@@ -46,6 +46,13 @@ def front_flags(prepared: Prepared, spec: Route) -> dict[str, Any]:
     return flags
 
 
+def isa_flags(device: Device, spec: Route) -> dict[str, Any]:
+    """A capped route's level as a config flag (`isa`): capped and uncapped runs are two
+    configurations to the report, compare and the gate. Uncapped records carry no flag, so
+    their configurations read as they always did (the record's `isa` field has the level)."""
+    return {"isa": device.isa} if spec.isa_capped and device.isa else {}
+
+
 def plan_route(key: RouteKey, device: Device, prepared: Prepared) -> RoutePlan:
     """Plan a route key for the agent path."""
     spec = route(key.route)
@@ -55,7 +62,7 @@ def plan_route(key: RouteKey, device: Device, prepared: Prepared) -> RoutePlan:
             plan = spec.plan(device, given, key.fused)
     else:
         plan = spec.plan(device, given, key.fused)
-    plan.build_flags.update(front_flags(prepared, spec))
+    plan.build_flags.update(front_flags(prepared, spec), **isa_flags(device, spec))
     return plan
 
 
@@ -66,7 +73,7 @@ def plan_rpc(key: RouteKey, device: Device, prepared: Prepared) -> RoutePlan:
         raise ValueError(f"route {key.route} has no RPC plan")  # callers check rpc_routes()
     with BUILD_LOCK:  # the agent path's lock: same-target devices share cache entries
         plan = spec.rpc_plan(device, plan_input(spec, prepared), key.fused)
-    plan.build_flags.update(front_flags(prepared, spec))
+    plan.build_flags.update(front_flags(prepared, spec), **isa_flags(device, spec))
     return plan
 
 

@@ -3,7 +3,9 @@ outputs every route is checked against, and what each device must receive.
 
 `prepare(config)` builds (or finds in the cache) the model and the fp32 model, writes the
 inputs as FTNS, and runs the fp32 model once with ONNX Runtime on the host: those
-outputs are the reference. `device_bundle(device, prepared, plans)` is the deploy list:
+outputs are the reference (a pre-quantised file: ORT's run of the same file; an int8 one:
+its exact integer outputs, `farm.bench.int8_reference`, which also says why).
+`device_bundle(device, prepared, plans)` is the deploy list:
 exactly what the planned routes run (`farm.deploy.selection.ship_list`), the inputs under
 `inputs/<sha12>.ftns`, and the model under `models/<sha12>-<name>.onnx` only for ORT.
 """
@@ -20,6 +22,7 @@ import numpy as np
 
 from farm.artifacts import Artifact, make_artifact
 from farm.bench.config import BenchConfig
+from farm.bench.int8_reference import INT8_VARIANTS, int8_reference
 from farm.bench.model_front import effective_variant, front_for, reference_plan
 from farm.deploy.selection import ship_list
 from farm.errors import BuildError
@@ -86,10 +89,17 @@ def prepare(config: BenchConfig, cache_dir: Path | None = None) -> Prepared:
     inputs_path = write_inputs(model, config.inputs_seed, state_dir() / "inputs", shapes=shapes)
     feeds = ftns_module().read(str(inputs_path))
     reference = reference_outputs(ref_path, dict(feeds))
+    extra: dict[str, Any] = {"canonical": canonical, "reference_kind": ref_kind}
+    if config.variant in INT8_VARIANTS:  # the file's exact integer outputs (int8_reference)
+        same = ref_kind == "same-file"
+        ort_int8 = reference if same else reference_outputs(model.path, dict(feeds))
+        extra["int8"] = int8 = int8_reference(model.path, feeds, ort_int8, config.variant,
+                                              same)
+        if int8.judges and int8.exact is not None:
+            reference, ref_label = int8.exact, int8.label
     model_art = make_artifact("model", model.path, "models")
     inputs_art = make_artifact("inputs", inputs_path, "inputs", content_name=False)
-    return Prepared(config, model, model_art, inputs_art, reference, ref_label,
-                    extra={"canonical": canonical, "reference_kind": ref_kind})
+    return Prepared(config, model, model_art, inputs_art, reference, ref_label, extra=extra)
 
 
 def device_bundle(device: Device, prepared: Prepared,

@@ -1,4 +1,6 @@
-"""The rule a quantised model's outputs are judged by against ORT's run of the SAME file.
+"""The rule a quantised model's outputs are judged by against a run of the SAME file: the
+file's exact integer outputs for int8 (farm/bench/int8_reference.py; ORT where they cannot
+be computed), ORT's run of it otherwise.
 
 Two int8 runtimes requantise activations with their own rounding (u8 vs s8, per-tensor
 scales computed over slightly different values), so element-wise tolerances reject correct

@@ -20,6 +20,8 @@ from farm import followup
 from farm.bench.accuracy import compare_outputs
 from farm.bench.backend import Emit
 from farm.bench.config import BenchConfig
+from farm.bench.int8_reference import deviation
+from farm.bench.plan import isa_flags
 from farm.bench.prepare import Prepared
 from farm.bench.quant_rule import judge_against_reference
 from farm.bench.records import RouteOutcome, make_record
@@ -70,6 +72,13 @@ class Recorder:
                                       same_file=p.extra.get("reference_kind") == "same-file",
                                       reference_label=p.reference_label)
         accuracy: dict[str, Any] = {**ref.as_json(), "cross_routes": []}
+        int8 = p.extra.get("int8")
+        if int8 is not None:  # which reference judged an int8 model, and why
+            accuracy["reference_why"] = int8.why
+            if int8.ort_deviation is not None:
+                accuracy["ort_host_deviation"] = int8.ort_deviation
+            if int8.exact is not None and not int8.judges:
+                accuracy["exact_int8_deviation"] = deviation(outputs, int8.exact)
         problems = [] if ref.ok else [f"outputs differ from {p.reference_label}: {ref.detail}"
                                       f" (max abs diff {ref.max_abs_diff})"]
         for peer, peer_outputs in self._outputs.items():
@@ -87,7 +96,9 @@ class Recorder:
         if out is not None and (out.state_before or out.state_after):
             drift = drift_flags(out.state_before, out.state_after)
         spec = ROUTES[route.route]
-        flags = {**spec.fusion_flags(route.fused), **(plan.build_flags if plan else {})}
+        # the cap also on a route that never got a plan (unavailable, failed to build)
+        flags = {**spec.fusion_flags(route.fused), **isa_flags(self.device, spec),
+                 **(plan.build_flags if plan else {})}
         record = make_record(
             run_id=self.run_id, device=self.device, hello=self.hello, route=route.route,
             config=self.config, model_label=self.prepared.model_label,

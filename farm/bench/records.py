@@ -135,4 +135,5 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
         policy=config.record_policy(),
         rounds=rounds,
         emulated=record_emulated(device.emulated, hello.get("cpu")),
+        isa=device.isa_level if spec is not None and spec.isa_capped else device.level,
     )

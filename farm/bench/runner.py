@@ -37,6 +37,7 @@ from farm.bench.config import BenchConfig
 from farm.bench.device_run import DeviceRun, library_output
 from farm.bench.prepare import prepare
 from farm.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, StoreError
+from farm.inventory.capped import cap_all
 from farm.inventory.device import Device
 from farm.libout import capture
 from farm.results.keeper import MEMORY, Keeper
@@ -79,7 +80,8 @@ class Bench:
 
     def __init__(self, devices: Sequence[Device], config: BenchConfig, store: ResultStore,
                  command: str | Sequence[str], resume_run: str | None = None) -> None:
-        self.devices = list(devices)
+        # checked before anything is stored: a cap above a device's level is a usage error
+        self.devices = cap_all(devices, config.isa)
         self.config = config
         self.store = store
         self.keeper = Keeper(store)

@@ -28,6 +28,7 @@ from rich.text import Text
 from farm import followup
 from farm.bench.config import BenchConfig, Policy
 from farm.cli.drive import add_events_option, drive, report_kept
+from farm.cli.isa_opt import add_isa_option, isa_from
 from farm.cli.results_cmd import add_columns_option, store_arg
 from farm.cli.shape_opts import add_shape_options, shape_kwargs
 from farm.cli.term import stdout_console
@@ -74,6 +75,7 @@ def add_target_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="tiny", help="preset name or .onnx path (default tiny)")
     p.add_argument("--variant", default="fp32", help="fp32 | int8-dynamic | int8-qdq | int4")
     add_shape_options(p, reference=True)
+    add_isa_option(p)
 
 
 def add_session_options(p: argparse.ArgumentParser) -> None:
@@ -112,7 +114,7 @@ def policy_from(args: argparse.Namespace) -> Policy:
                   min_runs=args.runs, min_time_s=args.min_time, max_time_s=args.max_time)
 
 
-def config_from(args: argparse.Namespace) -> BenchConfig:
+def config_from(args: argparse.Namespace, isa: str | None = None) -> BenchConfig:
     policy = policy_from(args)
     # no --routes: () is BenchConfig's "every route" (routes_default)
     routes = tuple(r.strip() for r in (args.routes or "").split(",") if r.strip())
@@ -122,7 +124,7 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
-                       **session_kwargs(args), **shape_kwargs(args))
+                       isa=isa, **session_kwargs(args), **shape_kwargs(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
             resume, config, names = resume_plan(store, args.resume)
         devices = [inventory.get(name) for name in names]
     else:
-        config = config_from(args)
         devices = inventory.select(args.devices, args.all)
+        config = config_from(args, isa_from(args, devices))
     names = [d.name for d in devices]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

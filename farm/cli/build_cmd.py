@@ -10,9 +10,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from farm.cli.isa_opt import add_isa_option, isa_from
 from farm.cli.shape_opts import add_shape_options
 from farm.errors import EXIT_PARTIAL, UsageError
 from farm.inventory import load_inventory
+from farm.inventory.capped import cap_all
 from farm.libout import capture
 from farm.routes import ROUTES, ModelForms, route_keys
 from farm.routes.build import BuiltRoute, build_route, device_for_target
@@ -31,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-fusion", action="store_true",
                    help="TVM without FuseOps/FuseTIR (the fusion experiment's baseline)")
     add_shape_options(p)
+    add_isa_option(p)
     p.add_argument("--output", choices=["table", "json"], default="table")
     p.set_defaults(func=run)
 
@@ -40,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     device = (device_for_target(args.target) if args.target
               else load_inventory(args.inventory).get(args.device or "local"))
+    device = cap_all([device], isa_from(args, [device]))[0]
     if not args.routes.strip():
         raise UsageError("--routes is empty", hint="e.g. --routes tvm,custom")
     routes = list(dict.fromkeys(key.route for key in route_keys(args.routes)))
@@ -77,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
                                                                     stage=stage)))
             caps.append(cap)
             bar.update(task, completed=1.0)
+            # the level the build is for (ORT builds nothing that a cap could change)
+            results[-1].facts["isa"] = (device.isa_level if ROUTES[route].isa_capped
+                                        else device.level)
             if canon is not None and path != model.path:
                 results[-1].facts.update(canon.flags())
     for cap in caps:
@@ -86,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps([vars(r) for r in results], indent=2, default=str))
     else:
-        table = Table(title=f"build for {device.name} ({device.triple}) — {model.name}")
+        table = Table(title=f"build for {device.name} ({device.triple}, ISA level "
+                            f"{device.isa_level}{'' if device.isa else ', uncapped'}) — "
+                            f"{model.name}")
         for column in ("route", "result", "seconds", "detail"):
             table.add_column(column)
         for r in results:

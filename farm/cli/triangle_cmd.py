@@ -31,6 +31,7 @@ from farm.cli.bench_cmd import (
     session_kwargs,
 )
 from farm.cli.drive import add_events_option, drive, report_kept
+from farm.cli.isa_opt import isa_from
 from farm.cli.report_cmd import add_report_options, render
 from farm.cli.shape_opts import shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def config_from(args: argparse.Namespace) -> BenchConfig:
+def config_from(args: argparse.Namespace, isa: str | None = None) -> BenchConfig:
     routes = tuple(r.strip() for r in args.routes.split(",") if r.strip())
     if args.profile_runs < 1:
         raise UsageError("--profile-runs must be >= 1: the per-op table needs a profile")
@@ -62,12 +63,12 @@ def config_from(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(model=args.model, variant=args.variant, routes=routes,
                        threads=args.threads, policy=policy, pause_s=args.pause,
                        seed=args.seed, repeats=args.repeats, profile_runs=args.profile_runs,
-                       **session_kwargs(args), **shape_kwargs(args))
+                       isa=isa, **session_kwargs(args), **shape_kwargs(args))
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from(args)
     devices = load_inventory(args.inventory).select(args.devices, args.all)
+    config = config_from(args, isa_from(args, devices))
     # in a log a message must stay one line whatever its length (no wrap at 80 columns)
     err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
     with ResultStore(args.store) as store:

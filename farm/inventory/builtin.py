@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from farm import isa
+from farm.inventory.capped import capped
 from farm.inventory.device import Device
 from farm.paths import state_dir_path
 
@@ -17,7 +19,7 @@ from farm.paths import state_dir_path
 # the TVM target of `local` lacked +avx512vnni)
 _X86_FLAGS = {"avx2": "avx2", "fma": "fma", "avx512f": "avx512f", "avx512bw": "avx512bw",
               "avx512_vnni": "avx512vnni", "avx_vnni": "avxvnni", "f16c": "f16c",
-              "sse4_2": "sse4.2"}
+              "sse4_2": "sse4.2", "amx_tile": "amx-tile", "amx_int8": "amx-int8"}
 _ARM_FLAGS = {"asimd": "neon", "asimddp": "dotprod", "i8mm": "i8mm", "sve": "sve", "fphp": "fp16"}
 
 
@@ -41,7 +43,8 @@ def default_local_workdir() -> Path:
 
 
 def local_device() -> Device:
-    """Describe this machine as the `local` device."""
+    """Describe this machine as the `local` device, capped at $FARM_ISA when it is set
+    (a UsageError when this machine cannot run that level)."""
     arch = platform.machine()
     arch = "aarch64" if arch in ("arm64", "aarch64") else arch
     try:
@@ -49,7 +52,7 @@ def local_device() -> Device:
     except OSError:
         cpuinfo = ""
     workdir = os.environ.get("FARM_LOCAL_WORKDIR") or str(default_local_workdir())
-    return Device(
+    device = Device(
         name="local",
         transport="local",
         arch=arch,
@@ -61,3 +64,5 @@ def local_device() -> Device:
         tags=("builtin",),
         description="this machine (no SSH)",
     )
+    level = isa.requested()
+    return capped(device, level) if level and isa.level(level).arch == arch else device

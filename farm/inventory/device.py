@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from farm import isa as isa_levels
+
 
 @dataclass(frozen=True)
 class TransportKind:
@@ -53,6 +55,9 @@ class Device:
     # the device runs its code under an emulator (e.g. qemu-user): its latencies are not a
     # phone's, so reports never rank routes or gate on them (sizes, memory still count)
     emulated: bool = False
+    # the ISA level farm's own routes are capped at (farm/isa.py; None: the device's own):
+    # set by `FARM_ISA` for `local` and by `--isa` (farm.inventory.capped), never by the file
+    isa: str | None = None
     source: str = field(default="<builtin>", compare=False)
 
     @property
@@ -62,6 +67,21 @@ class Device:
     @property
     def kind(self) -> TransportKind:
         return TRANSPORT_KINDS[self.transport]
+
+    @property
+    def level(self) -> str:
+        """The device's own ISA level, from its features (whatever the cap)."""
+        return isa_levels.native_level(self.arch, self.features)
+
+    @property
+    def isa_level(self) -> str:
+        """The level farm's own routes run at: the cap, else the device's own."""
+        return self.isa or self.level
+
+    @property
+    def isa_features(self) -> tuple[str, ...]:
+        """The features farm's own routes may use: the device's, less what the cap removes."""
+        return isa_levels.cap_features(self.arch, self.features, self.isa)
 
     @property
     def has_shell(self) -> bool:

@@ -26,6 +26,7 @@ DEFAULT_INVENTORY = "devices.yaml"
 KNOWN_FEATURES = frozenset({
     "neon", "dotprod", "i8mm", "sve", "fp16",
     "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avxvnni", "f16c", "sse4.2",
+    "amx-tile", "amx-int8",
 })
 
 # Values that reach a remote command line or a path must never need shell quoting tricks.
@@ -355,4 +356,5 @@ _FIELDS: dict[str, _Field] = {
     "emulated": _Field(_bool, ""),
 }
 
-assert set(_FIELDS) == {f.name for f in fields(Device)} - {"source"}
+# `isa` is a run's cap (FARM_ISA, --isa: farm/inventory/capped.py), not the device's
+assert set(_FIELDS) == {f.name for f in fields(Device)} - {"source", "isa"}

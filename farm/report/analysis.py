@@ -54,6 +54,8 @@ from farm.report.configs import (
 from farm.report.decision import Decision, build_cost, decisions, total_size
 from farm.report.emulated import mark_emulated
 from farm.report.fusion import FusionEffect, fusion_effects
+from farm.report.isa_note import mark_isa
+from farm.report.reference_note import mark_reference
 from farm.report.tables import Column, ReportTable
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from farm.results.store import ResultStore
@@ -102,7 +104,8 @@ def _base(c: Config) -> dict[str, Any]:
 
 
 def latency_table(configs: Sequence[Config]) -> ReportTable:
-    cols = [*_CONFIG_COLS, Column("status", "status"), Column("n", "n samples", "int"),
+    cols = [*_CONFIG_COLS, Column("isa", "ISA level"), Column("status", "status"),
+            Column("n", "n samples", "int"),
             Column("median_ms", "median ms", "ms"),
             Column("ci95_low_ms", "CI95 low ms", "ms"),
             Column("ci95_high_ms", "CI95 high ms", "ms"),
@@ -115,7 +118,7 @@ def latency_table(configs: Sequence[Config]) -> ReportTable:
     rows = []
     for c in configs:
         s = c.summary
-        row = {**_base(c), "status": c.status, "n": s.n if s else 0,
+        row = {**_base(c), "isa": c.isa, "status": c.status, "n": s.n if s else 0,
                "load_ms": c.median_of("load_ms"), "first_run_ms": c.median_of("first_run_ms"),
                "drift": "; ".join(dict.fromkeys(
                    str(f) for r in c.records for f in (r.get("drift") or []))) or None}
@@ -129,7 +132,8 @@ def latency_table(configs: Sequence[Config]) -> ReportTable:
         "Steady-state samples pooled over the records of each configuration. median and "
         "p90/p99 by linear interpolation; 95% CI of the median by seeded percentile "
         "bootstrap (CI95 low/high); CV = stddev / mean; load and first run: median over "
-        "the records (timed apart from the steady state).", cols, rows)
+        "the records (timed apart from the steady state); ISA level: what the route's "
+        "kernels were allowed (farm/isa.py).", cols, rows)
 
 
 def memory_table(configs: Sequence[Config]) -> ReportTable:
@@ -336,4 +340,6 @@ def analyze(records: Iterable[Mapping[str, Any]], *, run_ids: Sequence[str] = ()
                   availability_table(configs), build_table(configs), decision_table(decided)):
         report.tables[table.name] = table
     mark_emulated(report)
+    mark_isa(report)
+    mark_reference(report)
     return report

@@ -79,6 +79,12 @@ class Config:
         return config_label(self.flags)
 
     @property
+    def isa(self) -> str | None:
+        """The ISA level the configuration ran at (the records' `isa`; a capped route's cap
+        is also its `isa` config flag, so one configuration has one level)."""
+        return next((str(r["isa"]) for r in self.records if r.get("isa")), None)
+
+    @property
     def fusion(self) -> bool | None:
         return fusion_of(self.flags, self.route)
 

@@ -5,7 +5,9 @@ facts observed while running; shared by compare (results layer) and the report.
   `*_hash`, `*_path`, `*_key`, `artifact*`, `*_version`, `*_count(s)`, `*_providers`,
   `*_available`, `*_ops`, `route`, `python`, `nodes`, `runtime`, `target`, `schedules`,
   `build_cached`, `rpc_sessions`, `session_options` (ORT's read-back values), `quantizer`
-  (the model file's quantizer options; the variant names the choice).
+  (the model file's quantizer options; the variant names the choice), `kernels` (the custom
+  executor's kernel table: what its dispatch chose). An ISA cap (`isa`, farm/isa.py) is
+  configuration: a capped run is another configuration than the uncapped one.
 * `fusion_of(flags)` -> True / False / None (see its docstring).
 * `route_key_label(record)` -> the route key a person reads ("ort-unfused"): records keep
   `route` = the base route and name the fusion setting in `build_flags`.
@@ -23,7 +25,7 @@ _FACT_SUFFIXES = ("_version", "_count", "_counts", "_providers", "_available", "
 # schedules applied, whether the build came from the cache, each TVM RPC session's times),
 # not choices a user made
 _FACT_KEYS = {"route", "python", "nodes", "runtime", "target", "schedules", "build_cached",
-              "rpc_sessions", "session_options", "quantizer"}
+              "rpc_sessions", "session_options", "quantizer", "kernels"}
 _OFF_LEVELS = {"disable", "disable_all", "off", "none", "0"}
 _ON_LEVELS = {"all", "enable_all", "99"}
 # labels only; the flags keep their names

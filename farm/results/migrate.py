@@ -20,6 +20,8 @@ Version history (the number in `meta.schema_version`):
   2  columns are migrated in place; records may carry fields added after version 1.
   3  runs name their controller (controller_pid, controller_host, controller_started:
      `farm.results.controller`), so a run whose bench was killed is found.
+  4  records carry `isa`, the ISA level their route ran at (farm/isa.py); records of an
+     older store read it as None (their level was never recorded, and is not guessed).
 """
 
 from __future__ import annotations

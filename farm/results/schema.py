@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 3  # history in farm/results/migrate.py
+SCHEMA_VERSION = 4  # history in farm/results/migrate.py
 
 # status values
 OK = "ok"                    # measured, outputs matched
@@ -81,6 +81,9 @@ FIELDS: tuple[Field, ...] = (
                             "stopped early and the record it resumed, if so"),
     Field("emulated", "int", "1 when the device ran under an emulator (inventory flag or "
                              "the agent's qemu-user probe): latency not ranked or gated"),
+    Field("isa", "text", "ISA level the route's kernels were allowed (farm/isa.py): the cap "
+                         "(FARM_ISA / --isa) for routes that honour one (tvm, custom), else "
+                         "the device's own level (ORT dispatches by itself)"),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)

@@ -30,8 +30,9 @@ def device_for_target(triple: str) -> Device:
     host = local_device()
     if arch == host.arch:
         return replace(host, name=f"target:{triple}", triple=triple)
+    # the host's cap ($FARM_ISA) is a level of the host's arch: not this target's
     return replace(host, name=f"target:{triple}", transport="ssh", arch=arch, triple=triple,
-                   features=_BASE_FEATURES[arch], host="build-only")
+                   features=_BASE_FEATURES[arch], host="build-only", isa=None)
 
 
 def build_route(spec: Route, model_path: Any, device: Device, *, fusion: bool = True,

@@ -155,6 +155,9 @@ class Route:
     # the TVM-RPC path for devices reached through a tracker: (device, input, fused) ->
     # what the RPC backend loads; None = the route needs the agent
     rpc_plan: Callable[[Device, PlanInput, bool], Any] | None = None
+    # the route honours an ISA cap (`device.isa`, farm/isa.py): its records carry the cap's
+    # level; a route that does not (ORT picks its kernels itself) records the device's own
+    isa_capped: bool = False
 
     def fusion_flags(self, fused: bool) -> dict[str, Any]:
         return {self.fusion_flag: self.fusion_values[0 if fused else 1]}

@@ -109,7 +109,9 @@ typedef struct {
 } fk_attn_args;
 
 typedef struct fk_kernels {
-    const char *name;  /* "generic", "avx2", "avx512", "amx", "neon", "dotprod" */
+    /* "generic", "avx2", "avx512", "avx512-vnni", "amx", "neon", "dotprod": the x86 tables
+     * are named after the ISA level (fk_isa_setup) they need */
+    const char *name;
     uint64_t needs;    /* FK_FEAT_* bits the variant executes */
     float (*dot_f32)(int n, const float *a, const float *b);
     void (*axpy_f32)(int n, float alpha, const float *x, float *y);
@@ -164,14 +166,29 @@ enum { FK_GEMM_F32, FK_GEMM_I8, FK_GEMM_Q4 };
 #define FK_FEAT_AVX512VNNI (1ull << 7)
 #define FK_FEAT_AMX_TILE  (1ull << 8) /* usable: CPUID + XCR0 tile state + Linux permission */
 #define FK_FEAT_AMX_INT8  (1ull << 9)
+#define FK_FEAT_AVXVNNI   (1ull << 10) /* AVX-VNNI (VEX vpdpbusd on ymm): no table uses it yet */
 #define FK_FEAT_NEON      (1ull << 16)
 #define FK_FEAT_DOTPROD   (1ull << 17)
 #define FK_FEAT_I8MM      (1ull << 18)
 #define FK_FEAT_SVE       (1ull << 19)
-#define FK_FEAT_KNOWN_MASK 0x00000000000F03FFull
+#define FK_FEAT_KNOWN_MASK 0x00000000000F07FFull
 
+/* Features the kernels may use: what the CPU has, masked by the ISA cap (fk_isa_setup). */
 uint64_t fk_cpu_features(void);
+/* What the CPU has, whatever the cap. */
+uint64_t fk_cpu_detected(void);
 const char *fk_feature_name(int bit);
+/* ISA levels (x86: avx2, avx2-vnni, avx512, avx512-vnni, amx; AArch64: baseline, dotprod,
+ * i8mm): the same names and features as farm/isa.py. fk_isa_setup caps the kernels at one:
+ * `level` (NULL or "" = $FARM_ISA, where a level of the other arch is no cap; unset, "" or
+ * "native" = no cap). Returns -1 with a message
+ * in err for a level unknown on this arch or one that needs features the CPU lacks (the
+ * message names the CPU's own level). Call it before choosing a table. */
+int fk_isa_setup(const char *level, char *err, size_t errlen);
+/* The cap in force (NULL: none) and the highest level a feature set reaches ("x86-64" /
+ * "armv8-a" below the first level). */
+const char *fk_isa_cap(void);
+const char *fk_isa_level(uint64_t features);
 /* Tables compiled into this binary, best first, NULL-terminated. */
 const fk_kernels *const *fk_all_kernels(void);
 /* Best table the CPU can run, or by name ("generic", "avx2", ...); NULL if unknown or

@@ -2,10 +2,13 @@
  *
  *   fk_exec --request REQ.json          request from the agent, JSON lines on stdout
  *   fk_exec --plan P --inputs I [--outputs O] [--threads N] [--unfused] [--isa NAME]
- *           [--warmup N] [--runs N] [--min-time S] [--max-time S] [--profile-runs K]
+ *           [--isa-cap LEVEL] [--warmup N] [--runs N] [--min-time S] [--max-time S]
+ *           [--profile-runs K]
  *   fk_exec --check PLAN                load and validate a plan, print its facts
  *   fk_exec --features                  print CPU features and kernel tables
- * Request options: {"fused": bool (default true), "isa": "auto"|"generic"|"avx2"|...}.
+ * Request options: {"fused": bool (default true), "isa": "auto"|"generic"|"avx2"|... (a table
+ * by name), "isa_cap": "avx2"|"avx512"|...|"native" (an ISA level: the best table within it)}.
+ * Without isa_cap / --isa-cap the cap is $FARM_ISA (kernels/README.md, ISA levels).
  * Every failure is one {"ev": "error", "message": ...} line and exit status 1. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +18,7 @@
 #include "json.h"
 
 typedef struct {
-    const char *plan, *inputs, *outputs, *isa;
+    const char *plan, *inputs, *outputs, *isa, *isa_cap;
     int threads, fused, profile_runs, check, features;
     double warmup_runs, warmup_min_s, min_runs, min_time_s, max_time_s;
 } config;
@@ -71,6 +74,7 @@ static int read_request(const char *path, config *c, fk_json *j, char *err, size
     c->threads = (int)fk_json_num(j, "threads", 1);
     c->fused = (int)fk_json_num(j, "options.fused", 1);
     if (fk_json_str(j, "options.isa")) c->isa = fk_json_str(j, "options.isa");
+    if (fk_json_str(j, "options.isa_cap")) c->isa_cap = fk_json_str(j, "options.isa_cap");
     c->warmup_runs = fk_json_num(j, "policy.warmup_runs", c->warmup_runs);
     c->warmup_min_s = fk_json_num(j, "policy.warmup_min_s", c->warmup_min_s);
     c->min_runs = fk_json_num(j, "policy.min_runs", c->min_runs);
@@ -94,6 +98,7 @@ static int parse_args(int argc, char **argv, config *c, fk_json *j, char *err, s
         else if (!strcmp(a, "--inputs")) c->inputs = v;
         else if (!strcmp(a, "--outputs")) c->outputs = v;
         else if (!strcmp(a, "--isa")) c->isa = v;
+        else if (!strcmp(a, "--isa-cap")) c->isa_cap = v;
         else if (!strcmp(a, "--threads")) c->threads = atoi(v);
         else if (!strcmp(a, "--warmup")) c->warmup_runs = atof(v);
         else if (!strcmp(a, "--runs")) c->min_runs = atof(v);
@@ -173,10 +178,14 @@ int main(int argc, char **argv) {
     char err[1024], fj[512];
     config c = {.threads = 1, .fused = 1, .isa = "auto", .warmup_runs = 1, .min_runs = 10, .max_time_s = 60};
     if (parse_args(argc, argv, &c, &req, err, sizeof err)) return die(err);
+    if (fk_isa_setup(c.isa_cap, err, sizeof err)) return die(err);
     uint64_t have = fk_cpu_features();
+    char cap_json[48];
+    snprintf(cap_json, sizeof cap_json, fk_isa_cap() ? "\"%s\"" : "null", fk_isa_cap());
     if (c.features) {
-        features_json(have, fj, sizeof fj);
-        printf("{\"ev\": \"info\", \"cpu_features\": %s, \"tables\": [", fj);
+        features_json(fk_cpu_detected(), fj, sizeof fj);
+        printf("{\"ev\": \"info\", \"cpu_features\": %s, \"cpu_level\": \"%s\", \"isa_cap\": %s, \"tables\": [",
+               fj, fk_isa_level(fk_cpu_detected()), cap_json);
         const fk_kernels *const *all = fk_all_kernels();
         for (int i = 0; all[i]; i++)
             printf("%s{\"name\": \"%s\", \"usable\": %s}", i ? ", " : "", all[i]->name,
@@ -195,12 +204,18 @@ int main(int argc, char **argv) {
     if (plan.features & ~have) {
         char need[512];
         features_json(plan.features & ~have, need, sizeof need);
-        snprintf(err, sizeof err, "plan %s needs CPU features this CPU lacks: %s; rebuild the plan without them", c.plan, need);
+        if (fk_isa_cap() && !(plan.features & ~fk_cpu_detected()))
+            snprintf(err, sizeof err, "plan %s needs CPU features above the ISA cap %s: %s; run it uncapped or "
+                     "rebuild the plan without them", c.plan, fk_isa_cap(), need);
+        else
+            snprintf(err, sizeof err, "plan %s needs CPU features this CPU lacks: %s; rebuild the plan without them",
+                     c.plan, need);
         return die(err);
     }
     const fk_kernels *k = fk_select(c.isa);
     if (!k) {
-        snprintf(err, sizeof err, "kernel set '%s' is unknown or needs CPU features this CPU lacks (try --features)", c.isa);
+        snprintf(err, sizeof err, "kernel set '%s' is unknown or needs CPU features this CPU lacks%s%s (try --features)",
+                 c.isa, fk_isa_cap() ? " or the ISA cap " : "", fk_isa_cap() ? fk_isa_cap() : "");
         return die(err);
     }
     if (c.check) {
@@ -215,10 +230,11 @@ int main(int argc, char **argv) {
     if (!pool) return die("cannot create the thread pool");
     if (fk_exec_init(&ex, &plan, k, pool, c.fused, &inputs, err, sizeof err)) return die(err);
     printf("{\"ev\": \"loaded\", \"load_ms\": %.4f}\n", fk_now_ms() - t0);
-    features_json(have, fj, sizeof fj);
-    printf("{\"ev\": \"info\", \"kernels\": \"%s\", \"cpu_features\": %s, \"threads\": %d, \"fused\": %s, \"plan_bytes\": %zu, "
-           "\"ops\": %u, \"batch\": %d, \"seq\": %d}\n",
-           k->name, fj, fk_pool_size(pool), c.fused ? "true" : "false", plan.size, plan.n_ops, ex.B, ex.S);
+    features_json(fk_cpu_detected(), fj, sizeof fj);
+    printf("{\"ev\": \"info\", \"kernels\": \"%s\", \"isa_cap\": %s, \"cpu_level\": \"%s\", \"cpu_features\": %s, "
+           "\"threads\": %d, \"fused\": %s, \"plan_bytes\": %zu, \"ops\": %u, \"batch\": %d, \"seq\": %d}\n",
+           k->name, cap_json, fk_isa_level(fk_cpu_detected()), fj, fk_pool_size(pool), c.fused ? "true" : "false", plan.size,
+           plan.n_ops, ex.B, ex.S);
     fflush(stdout);
 
     double t = fk_now_ms();

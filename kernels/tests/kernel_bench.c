@@ -40,7 +40,9 @@ int main(int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "auto";
     int M = argc > 4 ? atoi(argv[2]) : 128, N = argc > 4 ? atoi(argv[3]) : 2048, K = argc > 4 ? atoi(argv[4]) : 128;
     int S = argc > 6 ? atoi(argv[5]) : 128, D = argc > 6 ? atoi(argv[6]) : 32;
-    const fk_kernels *k = fk_select(name);
+    char err[512];
+    if (fk_isa_setup(NULL, err, sizeof err)) return fprintf(stderr, "kernel_bench: %s\n", err), 2;
+    const fk_kernels *k = fk_select(name); /* "auto": the best table within $FARM_ISA */
     if (!k) return fprintf(stderr, "kernel table %s unknown or unsupported here\n", name), 1;
     int lanes = 1;
     long iters = 1000000; /* ~3 ms a call: many repeats, so the min escapes a busy machine */

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,33 @@ import numpy as np
 from farm.models import ftns_module, make_inputs, write_inputs
 
 QEMU = ["qemu-aarch64", "-cpu", "cortex-a76"]
+
+# ISA level (farm/isa.py) -> the kernel table fk_exec's "auto" picks there (kernels/README.md:
+# levels without a table of their own run the one below)
+TABLE_OF_LEVEL = {"avx2": "avx2", "avx2-vnni": "avx2", "avx512": "avx512",
+                  "avx512-vnni": "avx512-vnni", "amx": "amx",
+                  "baseline": "neon", "dotprod": "dotprod", "i8mm": "dotprod"}
+# the tables a level runs, narrowest first (generic everywhere)
+TABLES_OF_LEVEL = {"avx2": ["generic", "avx2"], "avx2-vnni": ["generic", "avx2"],
+                   "avx512": ["generic", "avx2", "avx512"],
+                   "avx512-vnni": ["generic", "avx2", "avx512", "avx512-vnni"],
+                   "amx": ["generic", "avx2", "avx512", "avx512-vnni", "amx"],
+                   "baseline": ["generic", "neon"], "dotprod": ["generic", "neon", "dotprod"],
+                   "i8mm": ["generic", "neon", "dotprod"]}
+
+
+def host_x86_level() -> str:
+    """The level the x86 executor runs at in this test session: $FARM_ISA's cap, else the
+    host's own (what `auto` picks; farm.inventory.builtin reads the same environment)."""
+    from farm.inventory.builtin import local_device
+
+    return local_device().isa_level
+
+
+def env_without_cap() -> dict[str, str]:
+    """This environment less $FARM_ISA: for runs on an emulated CPU that may lack the level
+    the suite is capped at (qemu's Haswell has no AVX-512)."""
+    return {k: v for k, v in os.environ.items() if k != "FARM_ISA"}
 
 
 def have_aarch64() -> bool:

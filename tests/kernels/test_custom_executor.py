@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from fkhelpers import ort_outputs, run_exec
+from fkhelpers import TABLE_OF_LEVEL, host_x86_level, ort_outputs, run_exec
 
+from farm import isa as isa_levels
+from farm.inventory.builtin import local_device
 from farm.models import write_inputs
 from farm.routes.custom.compile import compile_plan
 
@@ -124,11 +127,64 @@ def test_quantised_here_as_accurate_as_ort(tiny, tmp_path, exe_x86, quant, varia
 def test_gelu_table_and_every_isa_agree(tiny, tmp_path, exe_x86) -> None:
     model, plan = _plan(tiny, tmp_path, "fp32", gelu="table")
     want = ort_outputs(model)
-    for isa in ("generic", "avx2", "auto"):
+    auto = TABLE_OF_LEVEL[host_x86_level()]  # the best table within the suite's cap
+    for isa, table in (("generic", "generic"), ("avx2", "avx2"), ("auto", auto)):
         res = run_exec(exe_x86, plan, model, tmp_path, "--isa", isa)
         assert res.rc == 0, res.stderr
-        assert res.ev("info")[0]["kernels"] in (isa, "avx2", "avx512", "amx")
+        assert res.ev("info")[0]["kernels"] == table
         _close(res.output(), want, "fp32")
+
+
+def _request(tmp_path: Path, plan: Path, model: Path, **options) -> Path:
+    req = {"route": "custom", "model": str(plan), "inputs": str(write_inputs(model, 0, tmp_path)),
+           "outputs": str(tmp_path / "o.ftns"), "threads": 1, "options": options,
+           "policy": {"warmup_runs": 0, "warmup_min_s": 0.0, "min_runs": 1, "min_time_s": 0.0,
+                      "max_time_s": 5}, "profile_runs": 0}
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(req))
+    return path
+
+
+def _events(exe: list[str], req: Path, env: dict[str, str]) -> list[dict]:
+    proc = subprocess.run([*exe, "--request", str(req)], capture_output=True, text=True,
+                          timeout=60, env=env)
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_isa_cap_in_the_request_wins_over_the_environment(tiny, tmp_path, exe_x86) -> None:
+    """The runner contract's `options.isa_cap` caps the dispatch whatever $FARM_ISA says
+    ("native" uncaps), and `info` names the table, the cap and the CPU's own level."""
+    model, plan = _plan(tiny, tmp_path, "fp32")
+    host = local_device()
+    env = {**os.environ, "FARM_ISA": "avx2"}
+    info = next(e for e in _events(exe_x86, _request(tmp_path, plan, model, isa_cap="native"),
+                                   env) if e["ev"] == "info")
+    assert info["kernels"] == TABLE_OF_LEVEL[host.level] and info["isa_cap"] is None
+    assert info["cpu_level"] == host.level
+    info = next(e for e in _events(exe_x86, _request(tmp_path, plan, model), env)
+                if e["ev"] == "info")  # no option: the environment's cap
+    assert (info["kernels"], info["isa_cap"]) == ("avx2", "avx2")
+    for level in isa_levels.runnable("x86_64", host.features):
+        events = _events(exe_x86, _request(tmp_path, plan, model, isa_cap=level), env)
+        info = next(e for e in events if e["ev"] == "info")
+        assert (info["kernels"], info["isa_cap"]) == (TABLE_OF_LEVEL[level], level)
+        assert events[-1]["ev"] == "done"
+
+
+def test_isa_cap_above_the_cpu_or_below_the_plan_is_an_error(tiny, tmp_path, exe_x86) -> None:
+    model, plan = _plan(tiny, tmp_path, "fp32")
+    host = local_device()
+    above = [lv.name for lv in isa_levels.LEVELS["x86_64"]
+             if lv.name not in isa_levels.runnable("x86_64", host.features)]
+    if above:
+        res = run_exec(exe_x86, plan, model, tmp_path, "--isa-cap", above[0])
+        assert res.rc == 1 and f"its level is {host.level}" in res.ev("error")[0]["message"]
+    if "avx512f" in host.features:  # a plan that demands AVX-512, run under an avx2 cap
+        wide = tmp_path / "avx512.plan"
+        compile_plan(model, wide, features=("avx512f",))
+        res = run_exec(exe_x86, wide, model, tmp_path, "--isa-cap", "avx2")
+        msg = res.ev("error")[0]["message"]
+        assert res.rc == 1 and "above the ISA cap avx2" in msg and "avx512f" in msg
 
 
 def test_int8_every_usable_isa_agrees(tiny, tmp_path, exe_x86) -> None:
@@ -225,3 +281,18 @@ def test_qdq_model_runs_as_accurately_as_ort(tiny, tmp_path, exe_x86, quant) -> 
     ours, theirs = np.abs(res.output() - ref).mean(), np.abs(ort_q - ref).mean()
     assert ours <= 1.5 * theirs, (ours, theirs)
     assert np.abs(res.output() - ort_q).mean() < 0.05
+
+
+@pytest.mark.aarch64
+@pytest.mark.parametrize("level", ["baseline", "i8mm"])
+def test_aarch64_isa_cap_under_qemu(tiny, tmp_path, exe_arm, level) -> None:
+    """qemu's `max` CPU (dotprod and i8mm) capped by the request's option the bench sends:
+    baseline runs the NEON table, i8mm the dotprod one (no i8mm table yet)."""
+    model, plan = _plan(tiny, tmp_path, "int8-dynamic")
+    res = run_exec(["qemu-aarch64", "-cpu", "max", exe_arm[-1]], plan, model, tmp_path,
+                   "--isa-cap", level)
+    assert res.rc == 0, res.stderr
+    info = res.ev("info")[0]
+    assert (info["kernels"], info["isa_cap"], info["cpu_level"]) == (
+        TABLE_OF_LEVEL[level], level, "i8mm")
+    _close(res.output(), ort_outputs(model), "int8-dynamic")

@@ -45,7 +45,7 @@ DTYPES = {np.dtype(np.float32): 0, np.dtype(np.int64): 1, np.dtype(np.int32): 2,
 
 # CPU feature bits (kernels/include/fk.h FK_FEAT_*).
 FEATURES = {"avx2": 0, "fma": 1, "avx512f": 2, "avx512bw": 3, "avx512vl": 4, "avx512dq": 5,
-            "f16c": 6, "avx512vnni": 7, "amx_tile": 8, "amx_int8": 9,
+            "f16c": 6, "avx512vnni": 7, "amx_tile": 8, "amx_int8": 9, "avxvnni": 10,
             "neon": 16, "dotprod": 17, "i8mm": 18, "sve": 19}
 
 _HEADER = struct.Struct("<8sIIQQI5I8x")

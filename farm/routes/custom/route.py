@@ -1,7 +1,9 @@
 """custom – `farm.routes.custom` compiles the model into a plan (cached by model and
 compiler source) deployed as `artifacts/<sha12>-<name>.plan`; the static executor for the
-device's arch goes to `runners/custom-<arch>/fk_exec`; the request names the plan and
-`options.fused` (0 for the unfused key: every op separate, on the same plan)."""
+device's arch goes to `runners/custom-<arch>/fk_exec`; the request names the plan,
+`options.fused` (0 for the unfused key: every op separate, on the same plan) and
+`options.isa_cap` (the device's ISA cap, farm/isa.py, or "native"). Plan and executor do not
+depend on the cap (the executor picks its kernel table at run time), so neither key has it."""
 
 from __future__ import annotations
 
@@ -33,8 +35,10 @@ def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
     plan_file = make_artifact("plan", plan_path, "artifacts", target="any")
     binary = make_artifact("executor", executor, f"runners/custom-{device.arch}",
                            target=device.arch, name="fk_exec", content_name=False)
+    # the cap travels in the request, always: an fk_exec that inherited $FARM_ISA must not
+    # cap a bench that asked for none
     return RoutePlan("custom", plan_file.remote, (plan_file, binary),
-                     options={"fused": int(fused)},
+                     options={"fused": int(fused), "isa_cap": device.isa or "native"},
                      build_flags={"plan_ops": info["n_ops"], "plan_key": plan_file.sha256[:12],
                                   "build_s": round(build_s, 3)},
                      sizes={"runtime": binary.size, "code": 0, "weights": plan_file.size})
@@ -78,4 +82,6 @@ ROUTE = Route("custom", label="custom executor", plan=plan, build=build, check=c
                      "cpu_features": {"aarch64": ["neon"], "x86_64": []}},
               runner_files=(),
               artifact_kinds=("plan", "executor"),
-              record_keys=("plan",))
+              # the executor's kernel table: what really ran under the ISA level
+              record_keys=("plan", "kernels"),
+              isa_capped=True)

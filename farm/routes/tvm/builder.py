@@ -2,8 +2,9 @@
 
 Artifacts live in `.farm/artifacts/tvm/<key>/` as `model.so`, `model.so.json` and
 `model.kernels.so` (the kernels alone, for per-kernel timing over TVM RPC). The key
-is sha256 over: model sha256, target spec (canonical JSON), TVM version, tuning-database hash,
-fusion flag, and the source of farm's TVM modules (the default schedules are code). A key
+is sha256 over: model sha256, target spec (canonical JSON), the ISA cap (farm/isa.py; the
+spec's `-attr`s carry it too), TVM version, tuning-database hash, fusion flag, and the source
+of farm's TVM modules (the default schedules are code). A key
 that exists is reused without compiling. The sidecar is what the device-side runner reads:
 output names, and per kernel its category (attention/fc/layernorm/gelu/other), schedule
 source (tuning-db, default:<Rule>, none), op name, call sites per inference (`calls`),
@@ -108,9 +109,11 @@ def _code_hash() -> str:
 
 
 def artifact_key(model_sha: str, spec: dict[str, Any], tvm_version: str, db_hash: str | None,
-                 fusion: bool) -> str:
+                 fusion: bool, isa: str | None = None) -> str:
     parts = {"model": model_sha, "target": spec_json(spec), "tvm": tvm_version,
              "tuning_db": db_hash, "fusion": fusion, "code": _code_hash()}
+    if isa is not None:  # uncapped keys stay what they were
+        parts["isa"] = isa
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
@@ -148,7 +151,7 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
         if database_hash(db_dir) is None:
             db_dir = None
     key = artifact_key(model_sha, spec, api.tvm_version(),
-                       database_hash(db_dir) if db_dir else None, fusion)
+                       database_hash(db_dir) if db_dir else None, fusion, device.isa)
     out_dir = build_cache_dir() / "artifacts" / "tvm" / key[:24]
     lib, meta_path = out_dir / "model.so", out_dir / "model.so.json"
     if lib.is_file() and meta_path.is_file() and (out_dir / KERNELS_LIB).is_file():
@@ -179,7 +182,8 @@ def build_tvm(model_path: str | Path, device: Device, *, fusion: bool = True,
                       "calls": info["calls"], "args": info.get("args"),
                       "constants": info.get("constants") or {}}
                for name, info in sorted(compiled.kernels.items())}
-    meta = {"version": 1, "key": key, "target": spec, "tvm": api.tvm_version(),
+    meta = {"version": 1, "key": key, "target": spec, "isa": device.isa_level,
+            "tvm": api.tvm_version(),
             "model": model_path.name, "model_sha256": model_sha, "fusion": fusion,
             "tuning_db": str(db_dir) if db_dir else None, "build_s": round(build_s, 3),
             "outputs": [o.name for o in model.graph.output],

@@ -119,4 +119,5 @@ ROUTE = Route("tvm", label="TVM", plan=plan, build=build, check=check,
                      "requires": ["runners/tvm-{arch}/tvm_runner"]},
               runner_files=("agents/runners/tvm_runner.py",),
               artifact_kinds=("tvm-lib", "tvm-meta"),
-              record_keys=("runtime", "schedules", "rpc_sessions"))
+              record_keys=("runtime", "schedules", "rpc_sessions"),
+              isa_capped=True)

@@ -1,6 +1,9 @@
-/* x86 kernels, compiled once per variant: FK_VARIANT=avx2 (-mavx2 -mfma -mf16c),
- * FK_VARIANT=avx512 (adds -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni) and
- * FK_VARIANT=amx (avx512 + -mamx-tile -mamx-int8: the int8 GEMM on AMX tiles, the rest as avx512).
+/* x86 kernels, compiled once per variant, each the table of one ISA level (farm/isa.py):
+ * FK_VARIANT=avx2 (-mavx2 -mfma -mf16c), FK_VARIANT=avx512 (adds -mavx512f -mavx512bw
+ * -mavx512vl -mavx512dq: the fp32 kernels at 512 bits, int8 and Q4 on the AVX2 sign trick, as
+ * on a Skylake-SP), FK_VARIANT=avx512vnni (adds -mavx512vnni: table "avx512-vnni") and
+ * FK_VARIANT=amx (avx512vnni + -mamx-tile -mamx-int8: the int8 GEMM on AMX tiles, the rest as
+ * avx512-vnni). The avx2-vnni level has no table of its own (it runs avx2).
  * Inside each kernel the widest path comes first (AMX, AVX-512), then AVX2, then an
  * unconditional scalar tail. */
 #include <immintrin.h>
@@ -496,9 +499,12 @@ const fk_kernels FK_FN(fk_kernels) = {
 #if defined(__AMX_INT8__)
     "amx", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C | FK_FEAT_AVX512F | FK_FEAT_AVX512BW | FK_FEAT_AVX512VL |
                FK_FEAT_AVX512DQ | FK_FEAT_AVX512VNNI | FK_FEAT_AMX_TILE | FK_FEAT_AMX_INT8,
+#elif defined(__AVX512VNNI__)
+    "avx512-vnni", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C | FK_FEAT_AVX512F | FK_FEAT_AVX512BW |
+                       FK_FEAT_AVX512VL | FK_FEAT_AVX512DQ | FK_FEAT_AVX512VNNI,
 #elif defined(__AVX512F__)
     "avx512", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C | FK_FEAT_AVX512F | FK_FEAT_AVX512BW |
-                  FK_FEAT_AVX512VL | FK_FEAT_AVX512DQ | FK_FEAT_AVX512VNNI,
+                  FK_FEAT_AVX512VL | FK_FEAT_AVX512DQ,
 #else
     "avx2", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C,
 #endif
