@@ -141,8 +141,8 @@ def test_a_cached_build_never_imports_tvm(tiny_model: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", CACHED_CHILD, str(tiny_model)],
                           capture_output=True, text=True, check=True)
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    # (how long it takes is benchmarks/cached_build.py's: timings do not belong in tests)
     assert facts["cached"] and not facts["tvm_imported"], facts
-    assert facts["s"] < 1.0, facts
 
 
 @pytest.mark.tvm

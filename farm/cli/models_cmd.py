@@ -82,13 +82,15 @@ def run_check(args: argparse.Namespace) -> int:
     """Exit 0 when every route takes the file, 3 when some do, 1 when none does."""
     from pathlib import Path
 
-    from farm.models import check_model_file
+    from farm.models.check import load_checked
     from farm.models.frontend import make_spec
     from farm.routes import ROUTES
     from farm.routes.check import check_file
 
-    # a missing file is the checker's BuildError (exit 1), as in bench, build and deploy
-    check_model_file(Path(args.file))
+    # the file-level judgement every command shares (a missing, empty, oversized or non-ONNX
+    # file is one BuildError line, exit 1, as in bench, build and deploy); what the routes
+    # then make of a valid file, ORT's refusal included, is the report's
+    load_checked(Path(args.file))
     # the front-end's and TVM's chatter while checking goes to .farm/logs/ (farm.libout)
     with capture("models check") as cap:
         report = check_file(args.file, ROUTES, make_spec(args.shapes, args.batch, args.seq))
