@@ -21,7 +21,7 @@ from pathlib import Path
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # bottom: any layer uses them
-    ("__init__", "errors", "paths", "categories", "layers", "followup"),
+    ("__init__", "errors", "paths", "categories", "layers", "followup", "process"),
     # what the routes built (for deploy); build-key digests; libraries' output to logs;
     # ISA levels (caps)
     ("artifacts", "source_key", "libout", "isa"),

@@ -97,7 +97,7 @@ def _fake_agent(tmp_path: Path, body: str) -> Path:
     """A stand-in 'agent' that misbehaves on purpose (the only way to get a bad stream)."""
     path = tmp_path / "fake_agent.py"
     path.write_text(textwrap.dedent("""
-        import json, sys
+        import json, sys, time
         HELLO = {"proto": 1, "kind": "hello", "agent_sha256": "0" * 64, "python": "3",
                  "platform": {}, "cpu": {}, "routes": {}, "pid": 1}
         def out(text):

@@ -9,11 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from test_protocol import _fake_agent  # the misbehaving stand-in agent
 
 from farm.errors import AgentError
 from farm.inventory.builtin import local_device
@@ -22,19 +22,6 @@ from farm.transports import open_transport
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "agents" / "farm_agent.py"
-
-
-def _fake_agent(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "fake_agent.py"
-    path.write_text(textwrap.dedent("""
-        import json, sys, time
-        HELLO = {"proto": 1, "kind": "hello", "agent_sha256": "0" * 64, "python": "3",
-                 "platform": {}, "cpu": {}, "routes": {}, "pid": 1}
-        def out(text):
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    """) + textwrap.dedent(body))
-    return path
 
 
 def test_channel_closed_hint_does_not_quote_the_clean_start_log(tmp_path: Path) -> None:

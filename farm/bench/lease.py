@@ -41,6 +41,7 @@ from typing import Any
 
 from farm.errors import FarmError
 from farm.paths import host_write_failure, is_host_disk_error, state_dir
+from farm.process import pid_alive
 
 DEFAULT_TTL_S = 60.0
 MAX_POLL_S = 2.0  # the backoff of a waiting bench stops growing here
@@ -68,16 +69,6 @@ def locks_dir() -> Path:
     path = state_dir() / "locks"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class DeviceLease:
@@ -121,7 +112,7 @@ class DeviceLease:
             return True
         pid = info.get("pid")
         same_host = info.get("host") == socket.gethostname()
-        return bool(same_host and isinstance(pid, int) and not _pid_alive(pid))
+        return bool(same_host and isinstance(pid, int) and not pid_alive(pid))
 
     def _write_own(self, data: bytes) -> Path:
         """The whole lease in a file of our own next to it (see module docstring)."""

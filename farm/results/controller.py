@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from farm.process import pid_alive
+
 
 @dataclass(frozen=True)
 class Controller:
@@ -71,14 +73,7 @@ def is_gone(pid: object, host: object, started: object) -> bool:
     """Whether the controller recorded as (pid, host, started) is certainly dead."""
     if not isinstance(pid, int) or pid <= 0 or host != socket.gethostname():
         return False  # nothing recorded, or another host's process: cannot tell
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # it exists (another user's); the start time below still tells
-    fields = _proc_stat(pid)
-    if fields and fields[0] == "Z":
-        return True  # killed, not yet reaped by its parent
+    if not pid_alive(pid):
+        return True  # gone, or killed and not yet reaped by its parent
     now = process_started(pid)
     return isinstance(started, str) and now is not None and now != started

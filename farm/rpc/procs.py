@@ -90,21 +90,6 @@ def _reap(leader: int) -> None:
         os.waitpid(leader, os.WNOHANG)
 
 
-def pid_alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie, killed but not yet reaped, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
 def listeners(port: int, pgid: int) -> list[int] | None:
     """Pids of group `pgid` that hold a listening TCP socket on `port` ([] if none does);
     None when /proc cannot tell (not Linux). TVM's tracker listens in its `popen_worker`

@@ -17,7 +17,8 @@ from typing import Any
 
 from farm.errors import TransportError, UsageError
 from farm.paths import state_dir
-from farm.rpc.procs import ServiceProcess, listeners, pid_alive, port_open, spawn
+from farm.process import pid_alive
+from farm.rpc.procs import ServiceProcess, listeners, port_open, spawn
 
 DEFAULT_PORT = 9190
 
