@@ -192,6 +192,11 @@ class AgentSession:
 
     def _lost(self, what: str) -> AgentError:
         status = self._proc.exit_status() if self._proc else None
+        dropped = self.transport.lost_link()
+        if dropped:  # the device behind it did nothing wrong: say what did
+            return AgentError(f"device {self.device!r}: {what}: {dropped}",
+                              hint="the devices behind that gateway are lost for this run; "
+                                   "finished routes are kept")
         # the first thread to run after a stop may be the one failing here: tick first
         paused = self._stalls.words(self._stalls.tick(), self.dead_after_s + 5.0)
         if paused:

@@ -39,6 +39,7 @@ from farm.transports.ssh_endpoint import (
     open_socket,
     quiet_paramiko,
 )
+from farm.transports.ssh_jump import gateway_error, open_channel
 
 CONNECT_TIMEOUT_S = 10.0
 # AES-GCM first: its tag comes with the cipher, while the CTR modes add a separate
@@ -151,6 +152,10 @@ class SSHTransport(Transport):
         self._sftp: paramiko.SFTPClient | None = None
         self._budget = connect_budget_s
         self._lock = threading.Lock()
+        # the transport of the device's gateway (`via`), connected when this one connects;
+        # its own gateway, if any, nests inside it (farm/transports/ssh_jump.py)
+        self._gateway = (SSHTransport(device.gateway, connect_budget_s=connect_budget_s)
+                         if device.gateway is not None else None)
 
     # -- connection ---------------------------------------------------------------
     def client(self) -> paramiko.SSHClient:
@@ -180,8 +185,7 @@ class SSHTransport(Transport):
         device = self.device
         assert device.host
         started = time.monotonic()
-        sock = RecordingSocket(open_socket(device.host, device.port, CONNECT_TIMEOUT_S,
-                                           device.name))
+        sock = RecordingSocket(self.open_stream())  # type: ignore[arg-type]
         client = paramiko.SSHClient()
         hosts = known_hosts_path(device)
         if hosts.is_file():
@@ -225,6 +229,32 @@ class SSHTransport(Transport):
             client.close()
             raise handshake_failure(sock, exc, host=device.host, port=device.port,
                                     started=started, device=device.name) from None
+
+    def open_stream(self) -> socket.socket | paramiko.Channel:
+        """The byte stream the device's SSH session runs over: a TCP connection, or a
+        channel through the gateway (ssh_jump's docstring)."""
+        device = self.device
+        assert device.host
+        if self._gateway is None:
+            return open_socket(device.host, device.port, CONNECT_TIMEOUT_S, device.name)
+        try:
+            gateway = self._gateway.client().get_transport()
+        except TransportError as exc:
+            raise gateway_error(device, exc) from None
+        assert gateway is not None
+        return open_channel(gateway, device, CONNECT_TIMEOUT_S)
+
+    def lost_link(self) -> str | None:
+        """Why the connection is gone when a gateway on the way dropped it, else None."""
+        gateway = self._gateway
+        if gateway is None:
+            return None
+        deeper = gateway.lost_link()
+        if deeper is not None:
+            return deeper
+        if gateway._client is not None and not gateway._is_active():
+            return f"gateway {gateway.device.name!r} dropped the connection"
+        return None
 
     # -- interface ------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, timeout: float | None = 60.0, check: bool = True,
@@ -307,6 +337,8 @@ class SSHTransport(Transport):
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._gateway is not None:
+            self._gateway.close()
 
 
 def _drain(receive: Callable[[int], bytes]) -> bytes:
