@@ -256,6 +256,12 @@ class SSHTransport(Transport):
             return f"gateway {gateway.device.name!r} dropped the connection"
         return None
 
+    def _failed(self, message: str) -> TransportError:
+        """A failed operation's error, saying so when a gateway on the way dropped."""
+        dropped = self.lost_link()
+        return TransportError(f"{message} ({dropped})" if dropped else message,
+                              device=self.device.name)
+
     # -- interface ------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, timeout: float | None = 60.0, check: bool = True,
             env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> RunResult:
@@ -284,8 +290,8 @@ class SSHTransport(Transport):
             finally:
                 channel.close()
         except (OSError, EOFError, paramiko.SSHException, TimeoutError) as exc:
-            raise TransportError(f"running {argv[0]!r} failed: {type(exc).__name__}: {exc}",
-                                 device=self.device.name) from None
+            raise self._failed(f"running {argv[0]!r} failed: {type(exc).__name__}: {exc}"
+                               ) from None
         result = RunResult(tuple(argv), status, out, err)
         if check and not result.ok:
             raise TransportError(f"command {argv[0]!r} exited {status}: {err.strip()[-500:]}",
@@ -299,8 +305,7 @@ class SSHTransport(Transport):
             channel = transport.open_session()
             channel.exec_command(command_line(argv, env))
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise TransportError(f"cannot start {argv[0]!r}: {exc}",
-                                 device=self.device.name) from None
+            raise self._failed(f"cannot start {argv[0]!r}: {exc}") from None
         return SSHProcess(channel, self.device.name)
 
     def sftp(self) -> paramiko.SFTPClient:
@@ -315,8 +320,7 @@ class SSHTransport(Transport):
             upload(self.sftp(), Path(local), remote, offset=offset, callback=callback,
                    stop=stop)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise TransportError(f"upload to {remote} failed: {exc}",
-                                 device=self.device.name) from None
+            raise self._failed(f"upload to {remote} failed: {exc}") from None
 
     def get(self, remote: str, local: Path, *, max_bytes: int | None = None) -> None:
         try:
@@ -327,8 +331,7 @@ class SSHTransport(Transport):
             with self.sftp().open(remote, "rb") as src, open(local, "wb") as dst:
                 copy_capped(src, dst, max_bytes, remote, self.device.name)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise TransportError(f"download of {remote} failed: {exc}",
-                                 device=self.device.name) from None
+            raise self._failed(f"download of {remote} failed: {exc}") from None
 
     def close(self) -> None:
         if self._sftp is not None:

@@ -10,8 +10,8 @@ shell command built from inventory strings). A chain (the gateway has its own `v
 the gateway's transport opens its channel through its own gateway in the same way.
 
 What the gateway answers when the channel cannot be opened (RFC 4254 5.1 reason codes) is
-named in one line: 2 "connect failed" (the device refused or is unreachable from the
-gateway: may pass, retried once like a refused direct connection), 1 "administratively
+named in one line: 2 "connect failed" (nothing listens there, or the device is unreachable
+from the gateway: may pass, retried once like a refused direct connection), 1 "administratively
 prohibited" (the gateway's sshd forbids forwarding: `AllowTcpForwarding`).
 """
 
@@ -59,13 +59,15 @@ def open_channel(gateway: paramiko.Transport, device: Device,
         said = OPEN_FAILED.get(exc.code, f"code {exc.code}")
         if exc.code == 1:
             raise EndpointFailure(
-                f"gateway {name!r} refused to open a channel to {where} ({said}: "
-                f"{exc.text})", device=device.name, transient=False,
+                f"gateway {name!r} refused to open a channel to {where} ({said})",
+                device=device.name, transient=False,
                 hint=f"allow TCP forwarding for farm's user in the sshd_config of {name} "
                      "(`AllowTcpForwarding yes`)") from None
+        # paramiko keeps only the code's name (the server's own words go to its log)
         raise EndpointFailure(
             f"cannot connect to {where} through gateway {name!r}: the gateway could not "
-            f"reach it ({said}: {exc.text})", device=device.name, transient=exc.code == 2,
+            f"reach it (channel open failed: {said})", device=device.name,
+            transient=exc.code == 2,
             hint=f"check the device is on, its sshd runs, and `host`/`port` as seen from "
                  f"{name}; `{followup.command('devices', 'check', name)}` checks the "
                  "gateway") from None
