@@ -6,7 +6,8 @@ Host keys are checked against the device's `known_hosts` file (default
 Connection setup is retried once when the failure may pass (refused, reset, no answer;
 `ssh_endpoint` names each case in one line and keeps paramiko's log off the terminal);
 commands are never retried (a measurement must not be silently repeated into the same
-result).
+result). A device with a gateway (`via`) runs its session over a channel through the
+gateway's own `SSHTransport` (`ssh_jump`); both hops' keys are checked.
 """
 
 from __future__ import annotations
