@@ -59,7 +59,7 @@ def entry(name: str, via: str, transport: str = "ssh") -> str:
     ("unknown", entry("far", "gaet"), "far", "gateway 'gaet' is not a device of this file"),
     ("self", entry("far", "far"), "far", "is its own gateway"),
     ("cycle", entry("a", "b") + entry("b", "a"), "a", "`via` loops: a -> b -> a"),
-    ("cycle behind", entry("c", "a") + entry("a", "b") + entry("b", "a"), "c",
+    ("cycle behind", entry("c", "a") + entry("a", "b") + entry("b", "a"), "a",
      "`via` loops: a -> b -> a"),
     ("local", entry("far", "local"), "far", "gateway 'local' is not a device"),
     ("rpc gateway", entry("far", "rpc"), "far", "gateway 'rpc' is a tvm-rpc device"),
@@ -74,7 +74,8 @@ def test_a_wrong_chain_names_file_line_device_and_fix(tmp_path: Path, name: str,
         load_inventory(str(path))
     error = info.value
     problems = getattr(error, "problems", [error])
-    first = next(p for p in problems if p.device == device)
+    [first] = problems  # one problem, named once: at the device whose `via` is wrong
+    assert first.device == device
     assert words in first.message, first.message
     assert first.key == "via" and first.file == str(path)
     via_line = text.splitlines()[first.line - 1]  # the line named is the `via:` line
@@ -95,3 +96,10 @@ def test_devices_listing_shows_via_and_json_names_it(tmp_path: Path, capsys) -> 
     assert rows["deep"]["via"] == "inner" and "gateway" not in rows["deep"]
     assert farm_main(["--inventory", str(path), "devices"]) == 0
     assert "root@127.0.0.1:8022 via inner" in capsys.readouterr().out
+
+
+def test_a_chain_longer_than_the_cap_is_refused() -> None:
+    chain = "".join(entry(f"h{i}", f"h{i - 1}" if i else "gate") for i in range(9))
+    with pytest.raises(ConfigError, match="more than 8 gateways: h8 -> h7") as info:
+        parse_inventory(FLEET + chain, "f.yaml")
+    assert info.value.device == "h8"

@@ -23,17 +23,40 @@ MAX_HOPS = 8
 
 def gateway_problems(devices: list[Device], via_lines: dict[str, int],
                      file: str) -> list[ConfigError]:
-    """One error per device whose `via` chain is wrong; `via_lines` gives the line of each
-    device's `via` key for the messages."""
+    """One error per wrong `via` (at the device whose own `via` is wrong; a loop once, at
+    its first device in the file); `via_lines` gives the line of each `via` key."""
     by_name = {d.name: d for d in devices}
     errors: list[ConfigError] = []
+
+    def error(device: Device, message: str, hint: str) -> None:
+        errors.append(ConfigError(message, file=file, line=via_lines.get(device.name),
+                                  device=device.name, key="via", hint=hint))
+
     for device in devices:
         if device.via is not None:
-            problem = _problem(device, by_name)
+            problem = _direct_problem(device, by_name)
             if problem is not None:
-                message, hint = problem
-                errors.append(ConfigError(message, file=file, line=via_lines.get(device.name),
-                                          device=device.name, key="via", hint=hint))
+                error(device, *problem)
+    if errors:  # chains through a wrong link are not followed further
+        return errors
+    loops: set[frozenset[str]] = set()
+    for device in devices:
+        chain = [device.name]
+        current = device
+        while current.via is not None and current.via not in chain:
+            chain.append(current.via)
+            current = by_name[current.via]
+        if current.via is not None:  # a loop: report it once, at its first device
+            loop = chain[chain.index(current.via):]
+            if frozenset(loop) not in loops and device.name in loop:
+                loops.add(frozenset(loop))
+                what = ("is its own gateway" if len(loop) == 1 else
+                        f"`via` loops: {' -> '.join([*loop, loop[0]])}")
+                error(device, what,
+                      "point `via` at a device reached without going through this one")
+        elif len(chain) - 1 > MAX_HOPS:
+            error(device, f"more than {MAX_HOPS} gateways: {' -> '.join(chain)}",
+                  "shorten the chain of `via`")
     return errors
 
 
@@ -51,34 +74,22 @@ def with_gateways(devices: list[Device]) -> list[Device]:
     return [resolve(d) for d in devices]
 
 
-def _problem(device: Device, by_name: dict[str, Device]) -> tuple[str, str] | None:
-    """(message, hint) for the first thing wrong with `device`'s chain, or None."""
+def _direct_problem(device: Device, by_name: dict[str, Device]) -> tuple[str, str] | None:
+    """(message, hint) when `device` or the device its `via` names cannot be a hop."""
     if device.transport != "ssh":
         return (f"`via` is for ssh devices; this one is {device.transport}",
                 "remove `via`, or reach the device over ssh")
-    chain = [device.name]
-    current = device
-    while current.via is not None:
-        name = current.via
-        if name in chain:
-            loop = " -> ".join([*chain[chain.index(name):], name])
-            what = "is its own gateway" if len(chain) == 1 else f"`via` loops: {loop}"
-            return (what, "point `via` at a device reached without going through this one")
-        gateway = by_name.get(name)
-        if gateway is None:
-            close = difflib.get_close_matches(name, list(by_name), n=1)
-            where = "" if current is device else f" (via {' -> '.join(chain)})"
-            hint = (f"did you mean {close[0]!r}?" if close else
-                    "`via` names another device of this file (its SSH jump host)")
-            if name == "local":
-                hint = "`local` is this machine; drop `via` to connect directly"
-            return f"gateway {name!r}{where} is not a device of this file", hint
-        if gateway.transport != "ssh":
-            return (f"gateway {name!r} is a {gateway.transport} device: farm jumps only "
-                    "through SSH servers", f"give {name!r} `transport: ssh`, or another `via`")
-        chain.append(name)
-        if len(chain) - 1 > MAX_HOPS:
-            return (f"more than {MAX_HOPS} gateways: {' -> '.join(chain)}",
-                    "shorten the chain of `via`")
-        current = gateway
+    name = device.via
+    assert name is not None
+    gateway = by_name.get(name)
+    if gateway is None:
+        close = difflib.get_close_matches(name, list(by_name), n=1)
+        hint = (f"did you mean {close[0]!r}?" if close else
+                "`via` names another device of this file (its SSH jump host)")
+        if name == "local":
+            hint = "`local` is this machine; drop `via` to connect directly"
+        return f"gateway {name!r} is not a device of this file", hint
+    if gateway.transport != "ssh":
+        return (f"gateway {name!r} is a {gateway.transport} device: farm jumps only "
+                "through SSH servers", f"give {name!r} `transport: ssh`, or another `via`")
     return None
