@@ -194,3 +194,46 @@ def test_gateway_dropping_mid_bench_fails_only_the_devices_behind_it(
     while leftovers(jump_lab, "far1") and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not leftovers(jump_lab, "far1")
+
+
+def test_gateway_link_cut_mid_bench_names_the_gateway(jump_lab: LabHandle,
+                                                      tmp_path: Path) -> None:
+    """A cut link gives no EOF, only silence: far1 is declared lost after the link timeout,
+    its line names the gateway it is reached through, lab1 finishes."""
+    rules = [["nft", "add", "table", "inet", "farmcut"],
+             ["nft", "add", "chain", "inet", "farmcut", "in",
+              "{ type filter hook input priority 0; policy drop; }"],
+             ["nft", "add", "chain", "inet", "farmcut", "out",
+              "{ type filter hook output priority 0; policy drop; }"]]
+    slow = Policy(warmup_runs=1, warmup_min_s=0.0, min_runs=10, min_time_s=4.0,
+                  max_time_s=8.0)
+    config = BenchConfig(routes=("ort",), policy=slow, pause_s=0.0, profile_runs=1,
+                         link_timeout_s=6.0)
+    fired = threading.Event()
+
+    def emit(event: dict[str, Any]) -> None:
+        if event["device"] == "far1" and event["event"] == "samples" and not fired.is_set():
+            fired.set()
+            for argv in rules:
+                assert jump_lab.run_in("gate", argv).returncode == 0
+
+    try:
+        with ResultStore(tmp_path / "r.sqlite") as store:
+            bench = Bench([device(jump_lab, "lab1"), device(jump_lab, "far1")], config,
+                          store, "test")
+            bench.start(emit)
+            assert bench.wait(120)
+            result = bench.finish()
+        assert fired.is_set() and result.exit_code == 3
+        assert result.devices["lab1"][0] == "ok"
+        status, detail = result.devices["far1"]
+        assert status == "failed"
+        assert "silent" in detail and "reached through gateway 'gate'" in detail, detail
+        assert "its gateways (gate)" in detail
+    finally:
+        jump_lab.run_in("gate", ["nft", "delete", "table", "inet", "farmcut"])
+    # the agent behind the cut stops by itself (idle timeout), runner included
+    deadline = time.monotonic() + 20
+    while leftovers(jump_lab, "far1") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not leftovers(jump_lab, "far1")
