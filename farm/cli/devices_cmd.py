@@ -44,7 +44,8 @@ def run_list(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     devices = list(inventory.devices.values())
     if args.output == "json":
-        rows = [{k: v for k, v in vars(d).items()} for d in devices]
+        # `via` names the gateway; its resolved Device is not repeated in every row
+        rows = [{k: v for k, v in vars(d).items() if k != "gateway"} for d in devices]
         print(json.dumps(rows, indent=2))
         return 0
     table = Table(title=f"devices ({inventory.source or 'built-in only'})")
@@ -52,6 +53,8 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_column(column)
     for d in devices:
         address = f"{d.user or 'root'}@{d.host}:{d.port}" if d.host else (d.key or "-")
+        if d.via:
+            address += f" via {d.via}"
         table.add_row(device_label(d.name, d.emulated), d.transport, address, d.arch,
                       d.triple, ",".join(d.features), str(d.cores), ",".join(d.tags))
     _stdout_console().print(table)
@@ -113,7 +116,8 @@ def render_checks(results: list[CheckResult]) -> Table:
 def run_trust(args: argparse.Namespace) -> int:
     device = load_inventory(args.inventory).get(args.name)
     presented = fetch_host_key(device)
-    print(f"{device.name} ({presented.host_name}) presents {presented.key.get_name()} "
+    via = f" via {' -> '.join(h.name for h in device.hops)}" if device.via else ""
+    print(f"{device.name} ({presented.host_name}{via}) presents {presented.key.get_name()} "
           f"{presented.fingerprint}")
     if presented.pinned == "match":
         print("already pinned: this key matches the known_hosts entry; nothing to do")

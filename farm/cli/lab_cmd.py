@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="native devices lab1..labN (default 2)")
     p_up.add_argument("--aarch64", type=int, default=0, metavar="M",
                       help="emulated aarch64 devices pixel7, rpi5, a64-3... (default 0)")
+    p_up.add_argument("--jumped", type=int, default=0, metavar="J",
+                      help="native devices far1..farJ reachable only through a gateway "
+                           "device `gate` (added too; `via: gate`) (default 0)")
     p_up.add_argument("--loopback", action="store_true",
                       help="use the no-namespace fallback (one sshd per 127.0.0.x:port)")
     p_up.add_argument("--dir", help=dir_help)
@@ -56,7 +59,8 @@ def _log(message: str) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    state = up(LabSpec(native=args.devices, aarch64=args.aarch64, loopback=args.loopback),
+    state = up(LabSpec(native=args.devices, aarch64=args.aarch64, loopback=args.loopback,
+                       jumped=args.jumped),
                args.dir, log=_log)
     inventory = f"{state.lab_dir}/{INVENTORY_FILE}"
     print(inventory)

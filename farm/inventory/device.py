@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from farm import isa as isa_levels
 
@@ -58,6 +59,12 @@ class Device:
     # the ISA level farm's own routes are capped at (farm/isa.py; None: the device's own):
     # set by `FARM_ISA` for `local` and by `--isa` (farm.inventory.capped), never by the file
     isa: str | None = None
+    # ProxyJump: the name of another inventory device whose SSH server farm connects to
+    # first, reaching this device's host:port through it (a `direct-tcpip` channel)
+    via: str | None = None
+    # `via` resolved by the loader (farm/inventory/jumps.py), its own `gateway` set in turn;
+    # left out of equality and repr: `via` names it
+    gateway: Device | None = field(default=None, compare=False, repr=False)
     source: str = field(default="<builtin>", compare=False)
 
     @property
@@ -84,6 +91,28 @@ class Device:
         return isa_levels.cap_features(self.arch, self.features, self.isa)
 
     @property
+    def hops(self) -> tuple[Device, ...]:
+        """The gateways farm passes through to reach this device, nearest to the host first
+        (empty for a device reached directly)."""
+        chain: list[Device] = []
+        gateway = self.gateway
+        while gateway is not None:
+            chain.insert(0, gateway)
+            gateway = gateway.gateway
+        return tuple(chain)
+
+    @property
     def has_shell(self) -> bool:
         """Commands run there (so deploy, checks and the agent); a tvm-rpc device has none."""
         return self.kind.commands
+
+
+def device_from_fields(values: dict[str, Any]) -> Device:
+    """A Device from `dataclasses.asdict(device)` read back from JSON (a child process's
+    job): lists become tuples again and the gateway chain is rebuilt."""
+    values = dict(values)
+    for key in ("features", "tags"):
+        values[key] = tuple(values.get(key) or ())
+    gateway = values.get("gateway")
+    values["gateway"] = device_from_fields(gateway) if gateway else None
+    return Device(**values)

@@ -19,6 +19,7 @@ from farm import followup
 from farm.errors import ConfigError
 from farm.inventory.builtin import local_device
 from farm.inventory.device import ARCHES, TRANSPORT_KINDS, TRANSPORTS, Device
+from farm.inventory.jumps import gateway_problems, with_gateways
 from farm.inventory.yaml_nodes import Located, read_yaml
 
 INVENTORY_ENV = "FARM_INVENTORY"
@@ -123,6 +124,7 @@ def parse_inventory(text: str, file: str, base_dir: Path | None = None) -> list[
         raise ConfigError("`devices` must be a list of device mappings", file=file,
                           line=devices_node.line, key="devices", hint="write `- name: ...` items")
     seen: dict[str, int] = {}
+    via_lines: dict[str, int] = {}
     out = []
     for entry in devices_node.value:
         try:
@@ -137,9 +139,13 @@ def parse_inventory(text: str, file: str, base_dir: Path | None = None) -> list[
                 hint="give every device a unique name"))
             continue
         seen[device.name] = entry.line
+        via = entry.value.get("via") or defaults.get("via")
+        if via is not None:
+            via_lines[device.name] = via.line
         out.append(device)
     raise_all(errors)
-    return out
+    raise_all(gateway_problems(out, via_lines, file))
+    return with_gateways(out)
 
 
 def raise_all(errors: list[ConfigError]) -> None:
@@ -354,7 +360,8 @@ _FIELDS: dict[str, _Field] = {
     "tags": _Field(_list(_str(_NAME_RE, "a tag of letters, digits, '.', '_', '-'")), ""),
     "description": _Field(_text, ""),
     "emulated": _Field(_bool, ""),
+    "via": _Field(_str(_NAME_RE, "the name of the device to jump through"), ""),
 }
 
 # `isa` is a run's cap (FARM_ISA, --isa: farm/inventory/capped.py), not the device's
-assert set(_FIELDS) == {f.name for f in fields(Device)} - {"source", "isa"}
+assert set(_FIELDS) == {f.name for f in fields(Device)} - {"source", "isa", "gateway"}

@@ -34,7 +34,7 @@ def device_status(lab_dir: Path | str | None = None) -> tuple[LabState | None,
     if state is None:
         return None, []
     rows = [DeviceStatus(d.name, d.arch, d.address, d.port, d.pid, is_alive(d.pid, d.start),
-                         reachable(d, 0.5), d.netns) for d in state.devices]
+                         reachable(d, 0.5, state), d.netns) for d in state.devices]
     return state, rows
 
 

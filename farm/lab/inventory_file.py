@@ -38,6 +38,8 @@ def write_inventory(state: LabState) -> Path:
         emulated = dev.arch == "aarch64"
         where = (f"netns {dev.netns}" if dev.netns else "loopback") + \
             f", sshd {dev.address}:{dev.port}"
+        if dev.via:
+            where += f", reachable only through {dev.via}"
         devices.append({
             "name": dev.name,
             "transport": "ssh",
@@ -58,6 +60,8 @@ def write_inventory(state: LabState) -> Path:
             "description": (f"farm lab: emulated aarch64 (qemu-user {dev.name}), {where}"
                             if emulated else f"farm lab: native device, {where}"),
         })
+        if dev.via:
+            devices[-1]["via"] = dev.via
     header = ("# Written by `farm lab up` for the running lab; rewritten on every `up`.\n"
               "# Use it with: farm --inventory "
               f"{lab_dir / INVENTORY_FILE} devices check --all\n")

@@ -2,7 +2,9 @@
 
 `up(spec)` creates native devices `lab1..labN` and emulated aarch64 devices `pixel7`,
 `rpi5`, `a64-3`... (network namespaces, or loopback sshds where namespaces are not
-permitted), waits until every sshd answers, and writes `<lab_dir>/devices.yaml`.
+permitted), with `jumped` > 0 a gateway `gate` and native devices `far1..farM` reachable
+only through it (`via: gate`; namespaces only, see netns_backend), waits until every sshd
+answers, and writes `<lab_dir>/devices.yaml`.
 `down()` removes everything the journal records (even after a crash) and then proves
 that no process, namespace, link or mount of the lab is left; it raises otherwise.
 The lab directory defaults to `<state_dir>/lab` (`.farm/lab`).
@@ -33,6 +35,7 @@ from farm.lab.teardown import leftovers, remove_recorded, summary
 from farm.paths import state_dir
 
 READY_TIMEOUT_S = 20.0
+GATEWAY = "gate"  # the lab's jump host when `LabSpec.jumped` > 0
 AARCH64_FEATURES = ["neon", "dotprod"]  # what QEMU_CPU=cortex-a76 provides
 Log = Callable[[str], None]
 
@@ -42,6 +45,7 @@ class LabSpec:
     native: int = 2
     aarch64: int = 0
     loopback: bool = False  # force the loopback fallback even where namespaces work
+    jumped: int = 0  # devices behind the gateway `gate` (which this adds too)
 
 
 def default_lab_dir() -> Path:
@@ -58,10 +62,11 @@ def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print,
 
     With `owner_pid`, the lab counts as stale once that process exits (see `down_stale`).
     """
-    if spec.native < 0 or spec.aarch64 < 0 or spec.native + spec.aarch64 == 0:
+    if min(spec.native, spec.aarch64, spec.jumped) < 0 or \
+            spec.native + spec.aarch64 + spec.jumped == 0:
         raise LabError("the lab needs at least one device",
                        hint="e.g. farm lab up --devices 2 --aarch64 1")
-    if spec.native + spec.aarch64 > 200:
+    if spec.native + spec.aarch64 + spec.jumped > 200:
         raise LabError("at most 200 lab devices are supported")
     path = resolve_lab_dir(lab_dir)
     existing = load_state(path)
@@ -75,7 +80,7 @@ def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print,
         log(f"the previous lab in {path} is not healthy: cleaning up by its records")
         down(path, log=log)
 
-    mode, n_arm = _choose_mode(spec, log)
+    mode, n_arm, n_jumped = _choose_mode(spec, log)
     if mode == "netns":
         _outside_root("lab directory", path, "use --dir")
     # build the sysroot before creating anything, so a long download holds no resources
@@ -92,7 +97,7 @@ def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print,
         registry.register(str(path))
         state.save()
         try:
-            _create_devices(state, spec.native, n_arm, sysroot)
+            _create_devices(state, spec.native, n_arm, n_jumped, sysroot)
         except BaseException:
             _cleanup_after_failure(path, log)
             raise
@@ -103,24 +108,30 @@ def up(spec: LabSpec, lab_dir: Path | str | None = None, *, log: Log = print,
         _cleanup_after_failure(path, log)
         raise
     for dev in state.devices:
-        log(f"  {dev.name:8} {dev.arch:8} {dev.user}@{dev.address}:{dev.port}  pid {dev.pid}")
+        via = f" via {dev.via}" if dev.via else ""
+        log(f"  {dev.name:8} {dev.arch:8} {dev.user}@{dev.address}:{dev.port}{via}  "
+            f"pid {dev.pid}")
     log(f"lab up: {len(state.devices)} devices; inventory {path / INVENTORY_FILE}")
     return state
 
 
-def _choose_mode(spec: LabSpec, log: Log) -> tuple[str, int]:
-    """("netns" | "loopback", how many aarch64 devices can be made)."""
+def _choose_mode(spec: LabSpec, log: Log) -> tuple[str, int, int]:
+    """("netns" | "loopback", how many aarch64 and jumped devices can be made)."""
     if not spec.loopback and os.geteuid() == 0 and netns_backend.netns_available():
-        return "netns", spec.aarch64
+        return "netns", spec.aarch64, spec.jumped
     reason = "as asked" if spec.loopback else "network namespaces are not permitted here"
     log(f"lab: falling back to one sshd per loopback address/port ({reason})")
     if spec.aarch64:
         log(f"lab: {spec.aarch64} emulated aarch64 device(s) unavailable in loopback mode "
             "(they need namespaces); bringing up native devices only")
-    return "loopback", 0
+    if spec.jumped:
+        log(f"lab: the gateway and {spec.jumped} device(s) behind it unavailable in loopback "
+            "mode (a device reachable only through the gateway needs namespaces)")
+    return "loopback", 0, 0
 
 
-def _create_devices(state: LabState, n_native: int, n_arm: int, sysroot: Path | None) -> None:
+def _create_devices(state: LabState, n_native: int, n_arm: int, n_jumped: int,
+                    sysroot: Path | None) -> None:
     python = _native_python()
     host_arch = _host_arch()
     native_features = list(cpu_features(_read("/proc/cpuinfo"), host_arch))
@@ -137,6 +148,23 @@ def _create_devices(state: LabState, n_native: int, n_arm: int, sysroot: Path | 
         else:
             dev, _proc = loopback_backend.create_device(
                 state, i, f"lab{i}", python, native_features, taken)
+        state.devices.append(dev)
+        state.save()
+    if n_jumped:
+        _create_jumped(state, n_native + n_arm, n_jumped, python, host_arch, native_features)
+
+
+def _create_jumped(state: LabState, before: int, n_jumped: int, python: str, arch: str,
+                   features: list[str]) -> None:
+    """The gateway `gate` (a native device on the bridge) and `far1..` behind it."""
+    gateway, _proc = netns_backend.create_device(state, before + 1, GATEWAY, arch, features,
+                                                 python, None)
+    state.devices.append(gateway)
+    state.save()
+    netns_backend.create_jump_network(state, gateway)
+    for j in range(1, n_jumped + 1):
+        dev, _proc = netns_backend.create_device(state, before + 1 + j, f"far{j}", arch,
+                                                 features, python, None, behind=gateway)
         state.devices.append(dev)
         state.save()
 
@@ -177,8 +205,15 @@ def healthy(state: LabState) -> bool:
     return bool(state.devices) and all(is_alive(d.pid, d.start) for d in state.devices)
 
 
-def reachable(device: LabDevice, timeout_s: float = 1.0) -> bool:
-    """True when the device's sshd answers with an SSH banner."""
+def reachable(device: LabDevice, timeout_s: float = 1.0,
+              state: LabState | None = None) -> bool:
+    """True when the device's sshd answers with an SSH banner; a jumped device (`via`) is
+    asked from inside its gateway's namespace (`state` names it), the one place it is
+    reachable from."""
+    if device.via:
+        gateway = state.device(device.via) if state else None
+        return bool(gateway and gateway.netns) and netns_backend.reachable_from(
+            gateway.netns, device.address, device.port, timeout_s)  # type: ignore[arg-type]
     try:
         with socket.create_connection((device.address, device.port), timeout=timeout_s) as s:
             s.settimeout(timeout_s)
@@ -196,7 +231,7 @@ def _wait_ready(state: LabState) -> None:
                 tail = _tail(Path(dev.dir) / "sshd.log")
                 raise LabError(f"the sshd of lab device {dev.name} exited:\n{tail}",
                                hint=f"see {dev.dir}/sshd.log")
-            if reachable(dev, 0.5):
+            if reachable(dev, 0.5, state):
                 pending.remove(dev)
                 _record_namespaces(state, dev)
         if pending and time.monotonic() > deadline:
@@ -222,13 +257,16 @@ def _cleanup_after_failure(path: Path, log: Log) -> None:
         down(path, log=log)
 
 
-def _shape(state: LabState) -> tuple[str, int, int]:
+def _shape(state: LabState) -> tuple[str, int, int, int]:
     arm = sum(1 for d in state.devices if d.netns and d.arch == "aarch64")
-    return state.mode, len(state.devices) - arm, arm
+    jumped = sum(1 for d in state.devices if d.via)
+    gateways = 1 if jumped else 0
+    return state.mode, len(state.devices) - arm - jumped - gateways, arm, jumped
 
 
-def _wanted_shape(mode: str, spec: LabSpec) -> tuple[str, int, int]:
-    return mode, spec.native, spec.aarch64 if mode == "netns" else 0
+def _wanted_shape(mode: str, spec: LabSpec) -> tuple[str, int, int, int]:
+    netns = mode == "netns"
+    return mode, spec.native, spec.aarch64 if netns else 0, spec.jumped if netns else 0
 
 
 def _outside_root(what: str, path: Path, fix: str) -> None:

@@ -8,12 +8,22 @@ Each device's sshd runs under `unshare --mount --uts` with the device's own /roo
 over the host's (a clean home: no pyenv .bashrc, StrictModes works); aarch64 devices add
 a user namespace with a private binfmt_misc (see farm.lab.aarch64).
 Every resource is recorded in the lab journal before it is created.
+
+Devices behind a gateway (`LabSpec.jumped`): the gateway `gate` is a native device on the
+bridge whose namespace also holds a bridge `jump` with 10.78.<k>.1/24; each jumped device
+`far<j>` lives in its own namespace at 10.78.<k>.<10+i>, joined to that bridge by veth
+`fl<k>g<i>` / `fl<k>d<i>`, with no link to the host's namespace. The gateway namespace
+does not forward (a new namespace starts with ip_forward 0), and the host gets an
+`unreachable` route for 10.78.<k>.0/24, so a packet to a jumped device fails at once
+instead of leaving by the host's default route: only an SSH channel through the
+gateway's sshd (`direct-tcpip`) reaches it.
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from farm.lab import aarch64
@@ -36,6 +46,18 @@ def netns_name(slot: int, device: str) -> str:
 
 def address(slot: int, index: int) -> str:
     return f"10.77.{slot}.{10 + index}"
+
+
+def hidden_subnet(slot: int) -> str:
+    """The subnet behind the gateway (see the module docstring)."""
+    return f"10.78.{slot}.0/24"
+
+
+def hidden_address(slot: int, index: int) -> str:
+    return f"10.78.{slot}.{10 + index}"
+
+
+JUMP_BRIDGE = "jump"  # inside the gateway's namespace: gone with it
 
 
 def netns_available() -> bool:
@@ -66,15 +88,35 @@ def create_bridge(state: LabState) -> None:
     run(["ip", "link", "set", name, "up"])
 
 
+def create_jump_network(state: LabState, gateway: LabDevice) -> None:
+    """The gateway's second link (a bridge in its namespace) and the host's unreachable
+    route for the subnet behind it."""
+    assert gateway.netns
+    subnet = hidden_subnet(state.slot)
+    state.add("route", prefix=subnet)
+    run(["ip", "route", "add", "unreachable", subnet])
+    # the bridge lives and dies with the gateway's namespace (recorded there)
+    ns = gateway.netns
+    run(["ip", "-n", ns, "link", "add", JUMP_BRIDGE, "type", "bridge"])
+    run(["ip", "-n", ns, "addr", "add", f"10.78.{state.slot}.1/24", "dev", JUMP_BRIDGE])
+    run(["ip", "-n", ns, "link", "set", JUMP_BRIDGE, "up"])
+
+
 def create_device(state: LabState, index: int, name: str, arch: str, features: list[str],
-                  python: str, sysroot: Path | None) -> tuple[LabDevice, subprocess.Popen[bytes]]:
+                  python: str, sysroot: Path | None, *, behind: LabDevice | None = None,
+                  ) -> tuple[LabDevice, subprocess.Popen[bytes]]:
     """Namespace, veth, address, keys, config and a running sshd for one device.
 
-    `sysroot` is given for (and only for) an emulated aarch64 device.
+    `sysroot` is given for (and only for) an emulated aarch64 device; `behind` is the
+    gateway of a jumped device (`create_jump_network` ran for it).
     """
     ns = netns_name(state.slot, name)
-    ip = address(state.slot, index)
-    _create_network(state, ns, index, ip)
+    if behind is None:
+        ip = address(state.slot, index)
+        _create_network(state, ns, index, ip)
+    else:
+        ip = hidden_address(state.slot, index)
+        _create_hidden_network(state, ns, index, ip, behind)
     ddir = DeviceDir.prepare(Path(state.lab_dir), name)
     env = {"FARM_DEVICE": name, "FARM_LAB_DIR": state.lab_dir}
     if sysroot is not None:
@@ -85,7 +127,7 @@ def create_device(state: LabState, index: int, name: str, arch: str, features: l
         strict_modes=True, env=env))
     device = LabDevice(name=name, arch=arch, address=ip, port=22, user="root", netns=ns,
                        dir=str(ddir.path), python=python, workdir="/root/farm",
-                       features=features)
+                       features=features, via=behind.name if behind else None)
     # in-namespace mounts vanish with the device's last process; recorded so `down` can
     # prove it (no mount table anywhere may still mention the lab directory)
     state.add("mount", path="/root", source=str(ddir.home), where=f"mount ns of {name}")
@@ -111,6 +153,48 @@ def _create_network(state: LabState, ns: str, index: int, ip: str) -> None:
     run(["ip", "-n", ns, "link", "set", "lo", "up"])
     run(["ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev_if])
     run(["ip", "-n", ns, "link", "set", dev_if, "up"])
+
+
+def _create_hidden_network(state: LabState, ns: str, index: int, ip: str,
+                           gateway: LabDevice) -> None:
+    """A jumped device's namespace, linked to the gateway's `jump` bridge only."""
+    assert gateway.netns
+    gw_if, dev_if = f"fl{state.slot}g{index}", f"fl{state.slot}d{index}"
+    state.add("netns", name=ns, mount=f"/run/netns/{ns}")
+    run(["ip", "netns", "add", ns])
+    # both ends are in lab namespaces: the veth goes away with them
+    state.add("veth", name=gw_if, peer=dev_if, netns=ns, where=gateway.netns)
+    run(["ip", "-n", gateway.netns, "link", "add", gw_if, "type", "veth", "peer", "name",
+         dev_if, "netns", ns])
+    run(["ip", "-n", gateway.netns, "link", "set", gw_if, "master", JUMP_BRIDGE, "up"])
+    run(["ip", "-n", ns, "link", "set", "lo", "up"])
+    run(["ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev_if])
+    run(["ip", "-n", ns, "link", "set", dev_if, "up"])
+
+
+def reachable_from(netns: str, host: str, port: int, timeout_s: float) -> bool:
+    """True when host:port answers with an SSH banner as seen from inside `netns` (how the
+    lab waits for a jumped device: the host itself has no route to it)."""
+    probe = ("import socket, sys\n"
+             "t = float(sys.argv[3])\n"
+             "try:\n"
+             "    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), t)\n"
+             "    s.settimeout(t)\n"
+             "    sys.exit(0 if s.recv(8).startswith(b'SSH-') else 1)\n"
+             "except OSError:\n"
+             "    sys.exit(1)\n")
+    proc = run(["ip", "netns", "exec", netns, sys.executable, "-c", probe, host, str(port),
+                str(timeout_s)], check=False, timeout=timeout_s + 10)
+    return proc.returncode == 0
+
+
+def route_exists(prefix: str) -> bool:
+    return bool(run(["ip", "route", "show", prefix], check=False).stdout.strip())
+
+
+def remove_route(prefix: str) -> None:
+    if route_exists(prefix):
+        run(["ip", "route", "del", prefix], check=False)
 
 
 def _aarch64_launcher(state: LabState, ddir: DeviceDir, name: str, ns: str,

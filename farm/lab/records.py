@@ -7,7 +7,8 @@ its command line holds) and then, once spawned, by (pid, start time).
 
 File: `<lab_dir>/state.json` = {"version": 1, "mode", "slot", "lab_dir", "resources": [...],
 "devices": [...], "owner": {"pid", "start"} | null}. Resource kinds: bridge, netns,
-veth (name), mount (path, where), mntns (ns), process (match, pid, start, device).
+veth (name), mount (path, where), mntns (ns), process (match, pid, start, device),
+route (prefix: the host's unreachable route for the subnet behind a gateway).
 Devices: see `LabDevice`.
 """
 
@@ -39,6 +40,7 @@ class LabDevice:
     python: str
     workdir: str
     features: list[str] = field(default_factory=list)
+    via: str | None = None  # the lab device it is reached through (its gateway)
     pid: int | None = None
     start: int | None = None
 

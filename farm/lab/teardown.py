@@ -3,7 +3,8 @@
 `remove_recorded` works from the records alone (no live Python objects), so it also cleans
 after `farm lab up` or the devices were killed at any point: processes first (recorded pid
 and start time, anything whose command line holds a device dir, anything inside a lab
-namespace, any session carrying FARM_LAB_DIR), then namespaces, veths and the bridge.
+namespace, any session carrying FARM_LAB_DIR), then namespaces, veths, the bridge and the
+host's route to the subnet behind a gateway.
 `leftovers` lists whatever of the lab still exists: processes, namespaces, links, mount
 namespaces and mounts; empty means clean.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from farm.lab.netns_backend import remove_link, remove_netns
+from farm.lab.netns_backend import remove_link, remove_netns, remove_route, route_exists
 from farm.lab.records import LabState
 from farm.lab.system import (
     descendants,
@@ -73,6 +74,10 @@ def remove_recorded(state: LabState) -> list[str]:
             if link_exists(rec["name"]):
                 remove_link(rec["name"])
                 actions.append(f"deleted {kind} {rec['name']}")
+    for rec in _records(state, "route"):
+        if route_exists(rec["prefix"]):
+            remove_route(rec["prefix"])
+            actions.append(f"deleted route {rec['prefix']}")
     # a veth goes away with its namespace, but the kernel does that asynchronously
     links = [r["name"] for r in state.resources if r["kind"] in ("veth", "bridge")]
     deadline = time.monotonic() + 2.0
@@ -102,6 +107,8 @@ def leftovers(state: LabState) -> list[str]:
     left += [f"netns {r['name']}" for r in _records(state, "netns") if r["name"] in existing]
     left += [f"{r['kind']} {r['name']}" for r in state.resources
              if r["kind"] in ("veth", "bridge") and link_exists(r["name"])]
+    left += [f"route {r['prefix']}" for r in _records(state, "route")
+             if route_exists(r["prefix"])]
     mnt = {r["ns"] for r in _records(state, "mntns")}
     if mnt and pids_in_namespaces("mnt", mnt):
         left.append(f"mount namespaces {sorted(mnt)} still have processes")

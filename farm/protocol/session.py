@@ -192,6 +192,11 @@ class AgentSession:
 
     def _lost(self, what: str) -> AgentError:
         status = self._proc.exit_status() if self._proc else None
+        dropped = self.transport.lost_link()
+        if dropped:  # the device behind it did nothing wrong: say what did
+            return AgentError(f"device {self.device!r}: {what}: {dropped}",
+                              hint="the devices behind that gateway are lost for this run; "
+                                   "finished routes are kept")
         # the first thread to run after a stop may be the one failing here: tick first
         paused = self._stalls.words(self._stalls.tick(), self.dead_after_s + 5.0)
         if paused:
@@ -244,11 +249,17 @@ class AgentSession:
                 silent = now - max(self._last_heard, self._stalls.resumed_at)
                 if silent > self.dead_after_s:
                     paused = self._stalls.words(now, self.dead_after_s + 5.0)
+                    hops = self.transport.device.hops
+                    # a cut link on the way gives no EOF either: name every hop to check
+                    network = ("the device's network" if not hops else
+                               "the network of the device and of its gateways ("
+                               + " -> ".join(h.name for h in hops) + ")")
                     failure = TransportError(
                         f"agent silent for {silent:.0f} s {paused}" if paused else
-                        f"agent silent for {silent:.0f} s (link down?)",
+                        f"agent silent for {silent:.0f} s (link down?"
+                        + (f" reached through gateway {hops[-1].name!r})" if hops else ")"),
                         device=self.device, hint=self._paused_hint() if paused else
-                        "check the device's network; finished routes are kept")
+                        f"check {network}; finished routes are kept")
                     self._failure = self._failure or failure
                     raise failure from None
                 if now > deadline:

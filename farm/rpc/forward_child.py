@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from farm.errors import FarmError, TransportError
-from farm.inventory.device import Device
+from farm.inventory.device import Device, device_from_fields
 from farm.rpc.forward import forwarded_rpc_server
 from farm.rpc.procs import ServiceProcess, stop_group
 from farm.rpc.tracker import DEFAULT_PORT, tracker_dir
@@ -146,9 +146,7 @@ def _stop_on_sigterm(_signum: int, _frame: object) -> None:
 
 def _child_main() -> int:
     job = json.loads(sys.stdin.readline())
-    fields = job["device"]
-    fields.update(features=tuple(fields["features"]), tags=tuple(fields["tags"]))
-    transport = SSHTransport(Device(**fields))
+    transport = SSHTransport(device_from_fields(job["device"]))
     try:
         with forwarded_rpc_server(transport, job["key"], tracker_host=job["tracker_host"],
                                   tracker_port=job["tracker_port"],

@@ -124,6 +124,11 @@ class Transport(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def lost_link(self) -> str | None:
+        """Why the connection went away when something on the way (a gateway) dropped it,
+        for the one line a lost device gets; None when the transport cannot tell."""
+        return None
+
     def __enter__(self) -> Transport:
         return self
 

@@ -6,7 +6,8 @@ Host keys are checked against the device's `known_hosts` file (default
 Connection setup is retried once when the failure may pass (refused, reset, no answer;
 `ssh_endpoint` names each case in one line and keeps paramiko's log off the terminal);
 commands are never retried (a measurement must not be silently repeated into the same
-result).
+result). A device with a gateway (`via`) runs its session over a channel through the
+gateway's own `SSHTransport` (`ssh_jump`); both hops' keys are checked.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from farm.transports.ssh_endpoint import (
     open_socket,
     quiet_paramiko,
 )
+from farm.transports.ssh_jump import gateway_error, open_channel
 
 CONNECT_TIMEOUT_S = 10.0
 # AES-GCM first: its tag comes with the cipher, while the CTR modes add a separate
@@ -151,6 +153,10 @@ class SSHTransport(Transport):
         self._sftp: paramiko.SFTPClient | None = None
         self._budget = connect_budget_s
         self._lock = threading.Lock()
+        # the transport of the device's gateway (`via`), connected when this one connects;
+        # its own gateway, if any, nests inside it (farm/transports/ssh_jump.py)
+        self._gateway = (SSHTransport(device.gateway, connect_budget_s=connect_budget_s)
+                         if device.gateway is not None else None)
 
     # -- connection ---------------------------------------------------------------
     def client(self) -> paramiko.SSHClient:
@@ -180,8 +186,7 @@ class SSHTransport(Transport):
         device = self.device
         assert device.host
         started = time.monotonic()
-        sock = RecordingSocket(open_socket(device.host, device.port, CONNECT_TIMEOUT_S,
-                                           device.name))
+        sock = RecordingSocket(self.open_stream())  # type: ignore[arg-type]
         client = paramiko.SSHClient()
         hosts = known_hosts_path(device)
         if hosts.is_file():
@@ -226,6 +231,38 @@ class SSHTransport(Transport):
             raise handshake_failure(sock, exc, host=device.host, port=device.port,
                                     started=started, device=device.name) from None
 
+    def open_stream(self) -> socket.socket | paramiko.Channel:
+        """The byte stream the device's SSH session runs over: a TCP connection, or a
+        channel through the gateway (ssh_jump's docstring)."""
+        device = self.device
+        assert device.host
+        if self._gateway is None:
+            return open_socket(device.host, device.port, CONNECT_TIMEOUT_S, device.name)
+        try:
+            gateway = self._gateway.client().get_transport()
+        except TransportError as exc:
+            raise gateway_error(device, exc) from None
+        assert gateway is not None
+        return open_channel(gateway, device, CONNECT_TIMEOUT_S)
+
+    def lost_link(self) -> str | None:
+        """Why the connection is gone when a gateway on the way dropped it, else None."""
+        gateway = self._gateway
+        if gateway is None:
+            return None
+        deeper = gateway.lost_link()
+        if deeper is not None:
+            return deeper
+        if gateway._client is not None and not gateway._is_active():
+            return f"gateway {gateway.device.name!r} dropped the connection"
+        return None
+
+    def _failed(self, message: str) -> TransportError:
+        """A failed operation's error, saying so when a gateway on the way dropped."""
+        dropped = self.lost_link()
+        return TransportError(f"{message} ({dropped})" if dropped else message,
+                              device=self.device.name)
+
     # -- interface ------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, timeout: float | None = 60.0, check: bool = True,
             env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> RunResult:
@@ -254,8 +291,8 @@ class SSHTransport(Transport):
             finally:
                 channel.close()
         except (OSError, EOFError, paramiko.SSHException, TimeoutError) as exc:
-            raise TransportError(f"running {argv[0]!r} failed: {type(exc).__name__}: {exc}",
-                                 device=self.device.name) from None
+            raise self._failed(f"running {argv[0]!r} failed: {type(exc).__name__}: {exc}"
+                               ) from None
         result = RunResult(tuple(argv), status, out, err)
         if check and not result.ok:
             raise TransportError(f"command {argv[0]!r} exited {status}: {err.strip()[-500:]}",
@@ -269,8 +306,7 @@ class SSHTransport(Transport):
             channel = transport.open_session()
             channel.exec_command(command_line(argv, env))
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise TransportError(f"cannot start {argv[0]!r}: {exc}",
-                                 device=self.device.name) from None
+            raise self._failed(f"cannot start {argv[0]!r}: {exc}") from None
         return SSHProcess(channel, self.device.name)
 
     def sftp(self) -> paramiko.SFTPClient:
@@ -285,8 +321,7 @@ class SSHTransport(Transport):
             upload(self.sftp(), Path(local), remote, offset=offset, callback=callback,
                    stop=stop)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise TransportError(f"upload to {remote} failed: {exc}",
-                                 device=self.device.name) from None
+            raise self._failed(f"upload to {remote} failed: {exc}") from None
 
     def get(self, remote: str, local: Path, *, max_bytes: int | None = None) -> None:
         try:
@@ -297,8 +332,7 @@ class SSHTransport(Transport):
             with self.sftp().open(remote, "rb") as src, open(local, "wb") as dst:
                 copy_capped(src, dst, max_bytes, remote, self.device.name)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise TransportError(f"download of {remote} failed: {exc}",
-                                 device=self.device.name) from None
+            raise self._failed(f"download of {remote} failed: {exc}") from None
 
     def close(self) -> None:
         if self._sftp is not None:
@@ -307,6 +341,8 @@ class SSHTransport(Transport):
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._gateway is not None:
+            self._gateway.close()
 
 
 def _drain(receive: Callable[[int], bytes]) -> bytes:

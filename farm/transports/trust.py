@@ -1,12 +1,13 @@
 """Fetch a device's presented SSH host key and pin it in a known_hosts file.
 
 Used by `farm devices trust NAME`: the key is shown first; it is written only when the
-user asks (interactive yes, `--pin`, or `--expect FINGERPRINT` matching).
+user asks (interactive yes, `--pin`, or `--expect FINGERPRINT` matching). A device behind a
+gateway (`via`) is reached through it, so its gateway's key must be pinned first (trust the
+gateway, then the device); each key goes to its own device's known_hosts entry.
 """
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,13 @@ import paramiko
 
 from farm.errors import TransportError
 from farm.inventory.device import Device
-from farm.transports.ssh import CONNECT_TIMEOUT_S, fingerprint, host_key_name, known_hosts_path
+from farm.transports.ssh import (
+    CONNECT_TIMEOUT_S,
+    SSHTransport,
+    fingerprint,
+    host_key_name,
+    known_hosts_path,
+)
 
 
 @dataclass(frozen=True)
@@ -30,19 +37,21 @@ def fetch_host_key(device: Device) -> PresentedKey:
     """Connect without authenticating and read the host key the server presents."""
     if device.transport != "ssh" or not device.host:
         raise TransportError("only ssh devices have host keys", device=device.name)
+    # a TCP connection, or for a device with `via` a channel through its gateway: the
+    # gateway's own pinned key is verified (and farm logs in there) before this key is read
+    carrier = SSHTransport(device)
     try:
-        sock = socket.create_connection((device.host, device.port), timeout=CONNECT_TIMEOUT_S)
-    except OSError as exc:
-        raise TransportError(f"cannot reach {device.host}:{device.port}: {exc}",
-                             device=device.name) from None
-    transport = paramiko.Transport(sock)
-    try:
-        transport.start_client(timeout=CONNECT_TIMEOUT_S)
-        key = transport.get_remote_server_key()
-    except (paramiko.SSHException, EOFError, OSError) as exc:
-        raise TransportError(f"SSH handshake failed: {exc}", device=device.name) from None
+        sock = carrier.open_stream()
+        transport = paramiko.Transport(sock)  # type: ignore[arg-type]
+        try:
+            transport.start_client(timeout=CONNECT_TIMEOUT_S)
+            key = transport.get_remote_server_key()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise TransportError(f"SSH handshake failed: {exc}", device=device.name) from None
+        finally:
+            transport.close()
     finally:
-        transport.close()
+        carrier.close()
     name = host_key_name(device)
     hosts = paramiko.HostKeys()
     path = known_hosts_path(device)
