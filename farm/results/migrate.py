@@ -22,6 +22,9 @@ Version history (the number in `meta.schema_version`):
      `farm.results.controller`), so a run whose bench was killed is found.
   4  records carry `isa`, the ISA level their route ran at (farm/isa.py); records of an
      older store read it as None (their level was never recorded, and is not guessed).
+  5  rounds are the unit: `round_medians_ms`, `ci_method` (a record of version 4 or older
+     reads None there and keeps its bootstrap of pooled samples: `farm results check`
+     recomputes it that way), `memory_baseline_kb`.
 """
 
 from __future__ import annotations
