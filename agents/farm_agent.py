@@ -297,6 +297,22 @@ def route_capabilities(workdir, cpu, probe_timeout):
                 for name, entry in table.items())
 
 
+def cpuinfo_khz():
+    """{"cpuN": kHz} from /proc/cpuinfo's "cpu MHz" lines (x86 kernels print them)."""
+    out, cpu = {}, None
+    for line in (read_text("/proc/cpuinfo", "") or "").splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "processor" and value.strip().isdigit():
+            cpu = "cpu" + value.strip()
+        elif key == "cpu MHz" and cpu is not None:
+            try:
+                out[cpu] = int(float(value) * 1000)
+            except ValueError:
+                pass
+    return out
+
+
 # /proc/stat's aggregate "cpu" line, in the kernel's order (clock ticks since boot)
 CPU_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -324,6 +340,8 @@ def read_state(workdir):
         cur = read_text(os.path.join(path, "scaling_cur_freq"))
         if cur and cur.isdigit():
             freqs[cpu] = int(cur)
+    if not freqs:  # no cpufreq (a VM, a container): the kernel's own "cpu MHz" per CPU
+        freqs = cpuinfo_khz()
     thermal, thermal_type = {}, {}
     for zone in sorted(glob.glob("/sys/class/thermal/thermal_zone*")):
         name = os.path.basename(zone)

@@ -172,3 +172,15 @@ def unpaired_test(a: Sequence[float], b: Sequence[float], *, alpha: float = 0.05
         p = float(mannwhitneyu(vb, va, alternative=alternative, method=method).pvalue)
         p = 1.0 if math.isnan(p) else p
     return RoundTest(int(va.size), int(vb.size), None, None, None, p, judged, UNPAIRED_TEST)
+
+
+def records_rounds(records: Sequence[dict]) -> list[np.ndarray]:  # type: ignore[type-arg]
+    """The rounds of every record of one configuration, records in order (each record's
+    `samples_ms` split by its `rounds.sizes`; a record without sizes is one round)."""
+    return [r for rec in records if rec.get("samples_ms")
+            for r in split_rounds(rec["samples_ms"], record_sizes(rec))]
+
+
+def round_values(records: Sequence[dict], q: float = 50.0) -> list[float]:  # type: ignore[type-arg]
+    """The q-th percentile (50: median) of each round of the records."""
+    return [float(np.percentile(r, q)) for r in records_rounds(records)]
