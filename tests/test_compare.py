@@ -112,7 +112,10 @@ def test_floor_of_a_b_pairs_and_the_store(tmp_path: Path) -> None:
         rec["rounds"].update(steal_pct=[0.0, 1.5] * 3, load1=[1.0, 3.0] * 3)
     floor = floor_of("local", [("r0", "r1", runs[0], runs[1]), ("r2", "r3", runs[2], runs[3])],
                      {"model": "tiny", "routes": ["ort"]}, "2026-01-01T00:00:00Z")
-    assert floor.pct() == pytest.approx(3.0, abs=0.5)  # the larger of the two pairs' moves
+    # the spread of all four runs (1.03 / 0.98 - 1), wider than either pair's own move
+    assert floor.pct() == pytest.approx(5.1, abs=0.5)
+    assert [round(p["changes"][next(iter(p["changes"]))]["median"]) for p in floor.pairs] \
+        == [3, -2]
     assert floor.steal_pct["max"] == 1.5 and floor.load1["max"] == 3.0
     assert "A/A pair(s) of tiny ort" in floor.describe()
     with ResultStore(tmp_path / "r.sqlite") as store:

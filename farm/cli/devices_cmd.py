@@ -139,7 +139,7 @@ def _add_noise(result: CheckResult, floor: Any) -> None:
 def render_checks(results: list[CheckResult]) -> Table:
     table = Table(title="device pre-flight check",
                   caption="steal / busy: share of CPU time over the probe's 1 s window "
-                          "(/proc/stat); noise floor: largest median change of A/A runs "
+                          "(/proc/stat); noise floor: spread of the median over A/A runs "
                           "(`farm devices calibrate`)", caption_justify="left")
     for column in ("device", "health", "arch", "python", "mem avail", "disk free", "load 1m",
                    "steal %", "busy %", "governor", "freq MHz", "thermal °C", "noise floor",

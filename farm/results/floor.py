@@ -10,9 +10,13 @@ Contract:
 * `pair_changes(base, new)` -> {key: {"median": %, "p90": %}}: per configuration key of
   the gate (device, route, model, variant, threads, config) the relative change of the
   pooled median and p90 of NEW against BASE, in percent.
-* `floor_of(device, pairs, ...)` -> `Floor`: floor_pct per metric = the largest |change|
-  seen over the pairs and keys (no pair is left out: the floor is what the device did),
-  with the run ids, the load and the CPU steal the runs saw (from the records' rounds).
+* `floor_of(device, pairs, ...)` -> `Floor`: floor_pct per metric = the spread of that
+  metric over EVERY calibration run of a key, max / min - 1 (the largest over keys), with
+  the pairs' own changes, the run ids, the load and the CPU steal the runs saw. Why the
+  spread of all runs and not the largest pair change: on a shared host a run is either
+  mostly quiet or mostly contended (a neighbour's job spans it), so run medians are
+  bimodal; 2k runs show both modes more often than k pairs do, and a later A/A pair that
+  lands one run in each mode is then inside the floor instead of a false alarm.
 * `save_floor(store, floor)`, `load_floor(store, device)`, `load_floors(store, devices)`.
 Every figure is recomputable from the named runs' samples.
 """
@@ -36,7 +40,7 @@ KEY_FIELDS = ("device", "route", "model", "variant", "threads", "config")
 @dataclass(frozen=True)
 class Floor:
     device: str
-    floor_pct: dict[str, float]  # metric -> largest |change| of an A/A pair, percent
+    floor_pct: dict[str, float]  # metric -> spread (max / min - 1) of the A/A runs, %
     pairs: list[dict[str, Any]]  # {"base", "new", "changes": {key text: {metric: %}}}
     workload: dict[str, Any]  # model, routes, rounds of the reference bench
     load1: dict[str, float | None] = field(default_factory=dict)  # mean and max seen
@@ -62,13 +66,14 @@ def _metric(recs: Sequence[Mapping[str, Any]], q: float) -> float | None:
     return float(np.percentile(samples, q)) if samples else None
 
 
+def _key(rec: dict[str, Any]) -> tuple[Any, ...]:
+    return config_key(rec, KEY_FIELDS)
+
+
 def pair_changes(base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
                  ) -> dict[str, dict[str, float]]:
-    def key(rec: dict[str, Any]) -> tuple[Any, ...]:
-        return config_key(rec, KEY_FIELDS)
-
-    groups_b = group_by([dict(r) for r in base], key)
-    groups_n = group_by([dict(r) for r in new], key)
+    groups_b = group_by([dict(r) for r in base], _key)
+    groups_n = group_by([dict(r) for r in new], _key)
     out: dict[str, dict[str, float]] = {}
     for k in sorted(set(groups_b) & set(groups_n), key=str):
         changes = {}
@@ -93,20 +98,26 @@ def floor_of(device: str, pairs: Sequence[tuple[str, str, Sequence[Mapping[str, 
                                                 Sequence[Mapping[str, Any]]]],
              workload: Mapping[str, Any], measured_utc: str) -> Floor:
     """`pairs`: (base run id, new run id, base records, new records) of A/A runs."""
-    kept, all_records = [], []
-    worst = dict.fromkeys(METRICS, 0.0)
+    kept, runs = [], []
     for base_id, new_id, base, new in pairs:
-        changes = pair_changes(base, new)
-        kept.append({"base": base_id, "new": new_id, "changes": changes})
-        all_records += [*base, *new]
-        for per_key in changes.values():
-            for metric, pct in per_key.items():
-                worst[metric] = max(worst[metric], abs(pct))
+        kept.append({"base": base_id, "new": new_id, "changes": pair_changes(base, new)})
+        runs += [base, new]
     if not any(p["changes"] for p in kept):
         raise ValueError(f"device {device}: no A/A pair measured a configuration on both "
                          "sides; no floor")
-    return Floor(device, {m: round(v, 2) for m, v in worst.items()}, kept, dict(workload),
-                 _seen(all_records, "load1"), _seen(all_records, "steal_pct"), measured_utc)
+    spread = dict.fromkeys(METRICS, 0.0)
+    for metric, q in (("median", 50.0), ("p90", 90.0)):
+        per_key: dict[tuple[Any, ...], list[float]] = {}
+        for run in runs:  # each run's metric per key, over all runs of the calibration
+            for k, recs in group_by([dict(r) for r in run], _key).items():
+                value = _metric(recs, q)
+                if value:
+                    per_key.setdefault(k, []).append(value)
+        for values in per_key.values():
+            spread[metric] = max(spread[metric], (max(values) / min(values) - 1.0) * 100.0)
+    records = [r for run in runs for r in run]
+    return Floor(device, {m: round(v, 2) for m, v in spread.items()}, kept, dict(workload),
+                 _seen(records, "load1"), _seen(records, "steal_pct"), measured_utc)
 
 
 def save_floor(store: Any, floor: Floor) -> None:
