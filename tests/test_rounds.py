@@ -153,3 +153,30 @@ def test_between_runs_a_real_slowdown_is_found_and_few_rounds_are_not_judged() -
     assert not unpaired_test([1.0, 1.1, 1.2], [2.0, 2.1, 2.2]).judged  # 3 vs 3 at 0.05
     assert unpaired_test([1.0, 1.1, 1.2], [2.0, 2.1, 2.2], alternative="greater",
                          alpha=0.1).significant(0.1)
+
+
+# -- the store: recomputable by `farm results check` ---------------------------------------
+def test_store_fills_and_rechecks_the_two_level_ci(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from farm.results.store import ResultStore
+
+    run = _run(np.random.default_rng(4))
+    path = tmp_path / "r.sqlite"
+    with ResultStore(path) as store:
+        run_id = store.start_run("farm bench")
+        stored = store.add({"run_id": run_id, "device": "local", "route": "ort",
+                            "status": "ok", "samples_ms": np.concatenate(run).tolist(),
+                            "rounds": {"planned": ROUNDS, "done": ROUNDS,
+                                       "sizes": [PER_ROUND] * ROUNDS},
+                            "policy": {"seed": 3, "n_boot": 300}})
+        assert stored["ci_method"] == METHOD_HIERARCHICAL
+        assert stored["round_medians_ms"] == pytest.approx(_medians(run))
+        assert store.integrity_check().ok
+    db = sqlite3.connect(path)
+    db.execute("UPDATE records SET ci95_low_ms = ci95_low_ms * 0.99")
+    db.commit()
+    db.close()
+    with ResultStore(path) as store:
+        problems = store.integrity_check().problems
+    assert len(problems) == 1 and "ci95_low_ms" in problems[0]

@@ -30,8 +30,9 @@ Contract (host side, numpy and scipy):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import mannwhitneyu, wilcoxon
@@ -54,9 +55,10 @@ def split_rounds(samples: Sequence[float], sizes: Sequence[int] | None) -> list[
     return np.split(x, np.cumsum(sizes)[:-1])
 
 
-def record_sizes(record: dict) -> list[int] | None:  # type: ignore[type-arg]
+def record_sizes(record: Mapping[str, Any]) -> list[int] | None:
+    """A record's samples per round (`rounds.sizes`), None when it has none."""
     rounds = record.get("rounds")
-    sizes = rounds.get("sizes") if isinstance(rounds, dict) else None
+    sizes = rounds.get("sizes") if isinstance(rounds, Mapping) else None
     return sizes if isinstance(sizes, list) else None
 
 
@@ -174,13 +176,9 @@ def unpaired_test(a: Sequence[float], b: Sequence[float], *, alpha: float = 0.05
     return RoundTest(int(va.size), int(vb.size), None, None, None, p, judged, UNPAIRED_TEST)
 
 
-def records_rounds(records: Sequence[dict]) -> list[np.ndarray]:  # type: ignore[type-arg]
+def records_rounds(records: Sequence[Mapping[str, Any]]) -> list[np.ndarray]:
     """The rounds of every record of one configuration, records in order (each record's
     `samples_ms` split by its `rounds.sizes`; a record without sizes is one round)."""
     return [r for rec in records if rec.get("samples_ms")
             for r in split_rounds(rec["samples_ms"], record_sizes(rec))]
 
-
-def round_values(records: Sequence[dict], q: float = 50.0) -> list[float]:  # type: ignore[type-arg]
-    """The q-th percentile (50: median) of each round of the records."""
-    return [float(np.percentile(r, q)) for r in records_rounds(records)]

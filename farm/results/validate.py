@@ -117,7 +117,7 @@ def _expected(record: Mapping[str, Any]) -> dict[str, Any]:
     if method is None and record.get("median_ms") is not None:
         method = METHOD_LEGACY
     return record_stats(record.get("samples_ms"), seed=seed, n_boot=n_boot,
-                        sizes=record_sizes(dict(record)), method=method)
+                        sizes=record_sizes(record), method=method)
 
 
 def stats_mismatches(record: Mapping[str, Any]) -> list[str]:
