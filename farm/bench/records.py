@@ -46,9 +46,9 @@ class RouteOutcome:
         """The outcome so far of a route whose earlier rounds are in a `partial` record."""
         rounds = record.get("rounds") or {}
         sizes = [int(n) for n in rounds.get("sizes") or []]
-        facts = [{k: (rounds.get(k) or [None] * len(sizes))[i] for k in ROUND_FACT_KEYS
-                  if isinstance(rounds.get(k), list) and len(rounds[k]) == len(sizes)}
-                 for i in range(len(sizes))]
+        kept = [k for k in ROUND_FACT_KEYS
+                if isinstance(rounds.get(k), list) and len(rounds[k]) == len(sizes)]
+        facts = [{k: rounds[k][i] for k in kept} for i in range(len(sizes))]
         return cls(route, samples_ms=list(record.get("samples_ms") or [])[:sum(sizes)],
                    round_facts=facts,
                    load_ms=record.get("load_ms"), first_ms=record.get("first_run_ms"),

@@ -43,6 +43,7 @@ from farm.results.emulation import NOT_COMPARED, WHY, device_label, is_emulated
 from farm.results.floor import Floor, load_floors, noise_verdict, within
 from farm.results.keys import config_key, group_by, sort_key
 from farm.results.layout import Col, FitTable
+from farm.results.noise import noise_warnings
 from farm.results.rounds import NOT_ENOUGH, records_rounds, unpaired_test
 
 EXIT_REGRESSION = 4
@@ -169,6 +170,8 @@ def gate_records(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], 
             notes.append(f"pools {len(recs_b)} base / {len(recs_n)} new records")
         if any(r.get("status") == "invalid" for r in recs_b + recs_n):
             notes.append("outputs invalid on a side")
+        notes += [f"{side} noisy: {w}" for side, recs in (("base", recs_b), ("new", recs_n))
+                  for r in recs for w in noise_warnings(r)]
         hashes = ({r.get("model_hash") for r in recs_b}, {r.get("model_hash") for r in recs_n})
         if recs_b and recs_n and hashes[0] != hashes[1]:
             notes.append("model file changed")
