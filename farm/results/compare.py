@@ -167,6 +167,9 @@ def compare_records(
             result["verdict"] = NOT_MEASURED
         else:
             result = _test(a, b, alpha, seed, n_boot, floor)
+            if floor is None:  # the reader should know nothing guards against run-to-run
+                notes.append(f"no noise floor for {key[0]}: `farm devices calibrate "
+                             f"{key[0]}` measures it")
         emulated = any(is_emulated(r) for r in recs_a + recs_b)
         if emulated and result["verdict"] not in (ONLY_A, ONLY_B, NOT_MEASURED):
             # medians shown for the record, but no ratio, test or verdict on them
