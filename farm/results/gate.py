@@ -295,6 +295,6 @@ def render_gate(result: GateResult, full: bool = False) -> FitTable:
     return FitTable([_LAYOUT.get(k, Col(label)) for k, label in _MD_COLUMNS], rows,
                     title=headline(result), title_justify="left", full=full,
                     caption=f"slowdown = {result.metric} NEW / {result.metric} BASE - 1 of "
-                            "steady-state latency; noise floor = spread of A/A runs (max / min - 1) "
-                            "(`farm devices calibrate`); p = Mann-Whitney U one-sided, exact, "
+                            "steady-state latency; noise floor = spread of A/A runs "
+                            "(max / min - 1, `farm devices calibrate`); p = Mann-Whitney U one-sided, exact, "
                             f"on each round's {result.metric}")
