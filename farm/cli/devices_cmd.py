@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.add_argument("names", nargs="*", metavar="NAME")
     check.add_argument("--all", action="store_true", help="every device of the inventory")
     check.add_argument("--output", choices=["table", "json"], default="table")
+    check.add_argument("--store", metavar="FILE",
+                       help="result store whose noise floors to show (default: farm's own)")
     check.set_defaults(func=run_check)
     cal = actions.add_parser("calibrate", help="measure the device's noise floor: A/A pairs "
                                                "of a reference bench, kept in the store")
@@ -88,7 +90,7 @@ def run_check(args: argparse.Namespace) -> int:
     outcomes = fan_out(devices, check_device)
     results = [o if isinstance(o, CheckResult) else CheckResult(n, False, error=str(o))
                for n, o in outcomes.items()]
-    floors = _floors([r.device for r in results])
+    floors = _floors([r.device for r in results], args.store)
     for r in results:
         _add_noise(r, floors.get(r.device))
     record = {"checked_utc": datetime.now(timezone.utc).isoformat(),
@@ -105,14 +107,14 @@ def run_check(args: argparse.Namespace) -> int:
     return 0 if all(r.healthy for r in results) else EXIT_PARTIAL
 
 
-def _floors(devices: list[str]) -> dict[str, Any]:
-    """The noise floors the default store keeps (none when there is no store yet)."""
+def _floors(devices: list[str], store_path: str | None) -> dict[str, Any]:
+    """The noise floors the store keeps (none when there is no store yet)."""
     from farm.errors import StoreError
     from farm.results.floor import load_floors
     from farm.results.store import ResultStore
 
     try:
-        with ResultStore(create=False) as store:
+        with ResultStore(store_path, create=False) as store:
             return load_floors(store, devices)
     except StoreError:
         return {}

@@ -110,7 +110,7 @@ def _base(c: Config) -> dict[str, Any]:
 
 def latency_table(configs: Sequence[Config]) -> ReportTable:
     cols = [*_CONFIG_COLS, Column("isa", "ISA level"), Column("status", "status"),
-            Column("n", "n samples", "int"), Column("rounds", "rounds", "int"),
+            Column("n", "n", "int"), Column("rounds", "rounds", "int"),
             Column("median_ms", "median ms", "ms"),
             Column("ci95_low_ms", "CI95 low ms", "ms"),
             Column("ci95_high_ms", "CI95 high ms", "ms"),
@@ -120,7 +120,7 @@ def latency_table(configs: Sequence[Config]) -> ReportTable:
             Column("load_ms", "load ms", "ms"),
             Column("first_run_ms", "first run ms", "ms"),
             Column("spread_pct", "round spread %", "pct"),
-            Column("drift", "drift flags"), Column("noise", "noise")]
+            Column("drift", "drift / noise")]
     rows = []
     for c in configs:
         s = c.summary
@@ -129,9 +129,11 @@ def latency_table(configs: Sequence[Config]) -> ReportTable:
         row = {**_base(c), "isa": c.isa, "status": c.status, "n": s.n if s else 0,
                "rounds": s.rounds if s else 0, "spread_pct": spread_pct(medians),
                "load_ms": c.median_of("load_ms"), "first_run_ms": c.median_of("first_run_ms"),
-               "drift": "; ".join(dict.fromkeys(
-                   str(f) for r in c.records for f in (r.get("drift") or []))) or None,
-               "noise": "; ".join(warnings_of(medians, steals)) or None}
+               # one column for what the machine did while it measured (a page of 1400 px
+               # holds the table): frequency/thermal drift flags, then noise warnings
+               "drift": "; ".join([*dict.fromkeys(
+                   str(f) for r in c.records for f in (r.get("drift") or [])),
+                   *warnings_of(medians, steals)]) or None}
         for key, attr in (("median_ms", "median"), ("ci95_low_ms", "ci95_low"),
                           ("ci95_high_ms", "ci95_high"), ("p90_ms", "p90"), ("p99_ms", "p99"),
                           ("mean_ms", "mean"), ("cv", "cv"), ("min_ms", "min")):
@@ -142,8 +144,9 @@ def latency_table(configs: Sequence[Config]) -> ReportTable:
         "Steady-state samples pooled over the records of each configuration. median and "
         "p90/p99 by linear interpolation; 95% CI of the median by seeded two-level "
         "bootstrap (rounds, then samples within each round: rounds are the replicates); "
-        "round spread = max / min - 1 of the round medians; noise: spread or CPU steal "
-        "past their bounds; CV = stddev / mean; load and first run: median over the "
+        "n = steady-state samples; round spread = max / min - 1 of the round medians; "
+        "drift / noise: frequency or temperature drift flags, then round spread or CPU "
+        "steal past their bounds; CV = stddev / mean; load and first run: median over the "
         "records (timed apart from the steady state); ISA level: what the route's "
         "kernels were allowed (farm/isa.py).", cols, rows)
 

@@ -296,5 +296,5 @@ def render_gate(result: GateResult, full: bool = False) -> FitTable:
                     title=headline(result), title_justify="left", full=full,
                     caption=f"slowdown = {result.metric} NEW / {result.metric} BASE - 1 of "
                             "steady-state latency; noise floor = spread of A/A runs "
-                            "(max / min - 1, `farm devices calibrate`); p = Mann-Whitney U one-sided, exact, "
-                            f"on each round's {result.metric}")
+                            "(max / min - 1, `farm devices calibrate`); p = Mann-Whitney U "
+                            f"one-sided, exact, on each round's {result.metric}")
