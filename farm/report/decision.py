@@ -189,8 +189,11 @@ def left_out(configs: Sequence[Config]) -> list[str]:
         why = ("not measured" if not c.measured else "outputs invalid" if not c.valid else
                "fusion off: the fusion table's baseline" if c.fusion is False else
                "slower than another configuration of the route")
-        out.append(f"{c.device} {c.route} {c.label} ({scope_label(c.model, c.variant, c.threads)})"
-                   f": {why}")
+        # the route key names an unfused configuration (`ort-unfused`); a long label (ORT's
+        # is ~100 characters) is the latency table's numbered note, not repeated here
+        name = (f"{c.route}-unfused" if c.fusion is False else
+                f"{c.route} {c.label}" if len(c.label) <= 40 else f"{c.route} {c.label[:39]}…")
+        out.append(f"{c.device} {name} ({scope_label(c.model, c.variant, c.threads)}): {why}")
     return out
 
 
