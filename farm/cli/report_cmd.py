@@ -20,7 +20,8 @@ from farm.report.analysis import load_report
 from farm.report.html import write_html
 from farm.report.outputs import TEXT_FORMATS, format_report
 from farm.report.terminal import print_report
-from farm.results.store import ResultStore
+from farm.results.backend import Store
+from farm.results.open_store import open_store
 
 OUTPUTS = ["table", *TEXT_FORMATS]
 
@@ -32,8 +33,9 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", metavar="FILE",
                         help="also write the report as one self-contained HTML page")
     add_all_columns_option(parser)
-    parser.add_argument("--store", metavar="FILE", type=store_arg,
-                        help="result store (default: $FARM_HOME/results.sqlite, else "
+    parser.add_argument("--store", metavar="FILE|URL", type=store_arg,
+                        help="result store: a SQLite file or a postgresql:// URL (default: "
+                             "$FARM_STORE, else $FARM_HOME/results.sqlite, else "
                              "./.farm/results.sqlite)")
 
 
@@ -51,7 +53,7 @@ def console() -> Console:
     return stdout_console(piped_width=200)
 
 
-def render(store: ResultStore, run_ids: list[str], output: str, html: str | None,
+def render(store: Store, run_ids: list[str], output: str, html: str | None,
            full: bool = False) -> None:
     """Print the report of resolved `run_ids` and write the HTML page when asked."""
     report = load_report(store, run_ids)
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.latest and args.runs:
         raise UsageError("give run ids or --latest, not both")
     wanted = args.runs or ["latest"]
-    with ResultStore(args.store, create=False) as store:
+    with open_store(args.store, create=False) as store:
         run_ids = list(dict.fromkeys(store.resolve_run(r) for r in wanted))
         render(store, run_ids, args.output, args.html, full=args.columns == "all")
     return 0

@@ -56,6 +56,7 @@ def _locked(path: Path, *, create: bool) -> Iterator[BinaryIO | None]:
 def append(path: Path, entry: Entry) -> None:
     """Add one entry; OSError (the disk is full here too) leaves the file as it was."""
     line = json.dumps(entry, allow_nan=False).encode() + b"\n"
+    path.parent.mkdir(parents=True, exist_ok=True)  # a server store's: under $FARM_HOME/spill
     with _locked(path, create=True) as handle:
         assert handle is not None
         start = os.fstat(handle.fileno()).st_size
