@@ -22,7 +22,7 @@ from farm.report.html import PAGE_CSP, PAGE_CSS, PAGE_SCRIPT
 from farm.report.html_tables import CSS as TABLE_CSS
 from farm.report.svg import nice_ticks
 
-W, LEFT, RIGHT, TOP, PLOT_H, LABELS_H = 1100, 70, 190, 30, 170, 115
+W, LEFT, RIGHT, TOP, PLOT_H, LABELS_H = 1100, 70, 190, 30, 170, 135
 MAX_CHANGES = 25
 _CSS = """
 svg .band { fill: #4e79a7; fill-opacity: .18; stroke: none; }
