@@ -278,7 +278,10 @@ def _load(args: argparse.Namespace, server: PgServer, url: str, work: Path,
         if final:
             latencies += final["latencies"]
     victim_runs = [r for r in runs.values() if r.status in ("interrupted", "running")]
-    print(f"  runs left unfinished: {[(r.run_id, r.status) for r in victim_runs]}")
+    print("  runs left unfinished (the killed bench's): " + ", ".join(
+        f"{r.run_id} {r.status} with {len(by_run.get(r.run_id, []))} whole record(s)"
+        for r in victim_runs))
+    ok = ok and len(victim_runs) == 1 and victim_runs[0].status == "interrupted"
     print(f"insert latency during the load (restart included): {_percentiles(latencies)}")
     print(f"insert latency, 4 processes x 250 inserts at once: "
           f"{_percentiles(burst(server.create_db('burst'), work))}")
