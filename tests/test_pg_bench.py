@@ -83,3 +83,42 @@ def test_plugin_keeps_and_gates_against_a_server_baseline(pg_url, tmp_path) -> N
     with open_store(pg_url) as store:
         assert len(store.runs()) == 2 and json.dumps(store.meta_items("tag:"))
         assert len(store.records()) == 2
+
+
+def test_server_gone_mid_bench_the_bench_goes_on_and_push_sends_the_rest(
+        pg_server, pg_url, tmp_path) -> None:
+    """The server stops once the bench's first record is in and comes back only after the
+    bench ended: the bench measures its second route anyway, says where the record went,
+    and `farm results push URL` sends it and the run's end."""
+    env = _env(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "farm.cli.main", "bench", "--device", "local", *FAST,
+         "--min-time", "3", "--max-time", "4", "--runs", "100000", "--output", "json",
+         "--store", pg_url],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        with open_store(pg_url) as store:
+            while not store.records() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()
+        pg_server.stop("fast")
+        out, err = proc.communicate(timeout=300)
+    finally:
+        pg_server.start()
+    assert proc.returncode == 0, err
+    measured = json.loads(out)["records"]
+    assert sorted(r["route"] for r in measured) == ["ort", "ort"], out
+    assert "record not stored" in err and "went away" in err, err
+    assert "farm results push URL" in err and "farm-test-pw" not in err, err
+    done = subprocess.run(  # no local store (the bench wrote to the server): the spill only
+        [sys.executable, "-m", "farm.cli.main", "results", "push", pg_url],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "are now in it" in done.stderr, done.stdout + done.stderr
+    assert "no local store" in done.stdout
+    with open_store(pg_url) as store:
+        (run,) = store.runs()
+        assert run.status == "ok", run
+        assert sorted(r["record_id"] for r in store.records()) == sorted(
+            r["record_id"] for r in measured)
+        assert store.integrity_check().ok

@@ -155,7 +155,8 @@ class Bench:
         try:
             return self.store.records(run_id)
         except StoreUnavailable as exc:
-            self.keeper.problems.append(str(exc))
+            if str(exc) not in self.keeper.problems:
+                self.keeper.problems.append(str(exc))
             pending = {r["record_id"] for r in self.keeper.pending(run_id)}
             return [r for run in self.runs for r in run.written
                     if r["record_id"] not in pending]

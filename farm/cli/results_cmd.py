@@ -212,14 +212,27 @@ def run_recover(args: argparse.Namespace) -> int:
 
 
 def run_push(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from farm.results.location import is_server_url
+    from farm.results.open_store import store_target
+    from farm.results.store import default_store_path
     from farm.results.transfer import copy_runs
 
-    with open_store(args.store, create=False) as src, open_store(args.url) as dst:
+    local = store_target(args.store) or default_store_path()
+    # a bench that wrote only to the server leaves no local store, maybe a spill file:
+    # opening the server store sends that; there is nothing else to push then
+    missing = not is_server_url(local) and not Path(local).exists() and not args.runs
+    with open_store(args.url) as dst:
         if dst.replayed:
             print(f"farm: {dst.replayed} write(s) a bench kept in {dst.spill_file} while "
                   f"{dst.where} could not take them are now in it", file=sys.stderr)
-        done = copy_runs(src, dst, args.runs)
-        print(done.summary(src.where, dst.where))
+        if missing:
+            print(f"no local store at {local}: nothing else to push to {dst.where}")
+            return 0
+        with open_store(args.store, create=False) as src:
+            done = copy_runs(src, dst, args.runs)
+            print(done.summary(src.where, dst.where))
     return 0
 
 

@@ -128,7 +128,7 @@ def spill_file_for(url: str) -> Path:
 class PgStore(Store):
     """A store in a PostgreSQL database; see the module docstring."""
 
-    spill_back = "sent to the server by `farm results push URL` (or at the store's next open)"
+    spill_back = "`farm results push URL` sends it to the server, as does the store's next open"
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         super().__init__()
