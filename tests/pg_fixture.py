@@ -3,6 +3,7 @@ the end of the session. Tests take a fresh database each with `pg_url`."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ def pg_server() -> Iterator[PgServer]:
     # not under pytest's tmp dirs: every pytest session (other suites on this machine too)
     # sets /tmp/pytest-of-USER back to 0700, which the server's own user cannot enter
     root = Path(tempfile.mkdtemp(prefix="farm-pg-"))
+    # scripts/test.sh stops a server whose pytest is gone (killed before this teardown)
+    (root / "owner.pid").write_text(str(os.getpid()))
     server = PgServer(root / "pg")
     try:
         yield server.start()

@@ -1,5 +1,7 @@
 """The SQLite result store: runs and their records, schema generated from `schema.FIELDS`.
 
+One of the two backends of `farm.results.backend.Store` (the other is PostgreSQL,
+`farm.results.pg_store`); `farm.results.open_store` picks it for a file path.
 File: `farm.paths.state_dir() / "results.sqlite"` unless a path is given (a path, never a
 URL: `farm.results.location`). Tables:
 
