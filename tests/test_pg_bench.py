@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from farm.results.open_store import open_store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,6 +29,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_bench_killed_mid_run_leaves_whole_records(pg_url, tmp_path) -> None:
     """FARM_STORE names the server; the bench is killed -9 once its first record is in."""
     proc = subprocess.Popen(
@@ -63,6 +66,7 @@ def test_no_slower_than_main(farm_bench):
 '''
 
 
+@pytest.mark.slow
 def test_plugin_keeps_and_gates_against_a_server_baseline(pg_url, tmp_path) -> None:
     (tmp_path / "sample").mkdir()
     (tmp_path / "sample" / "test_sample.py").write_text(SAMPLE)
@@ -85,6 +89,7 @@ def test_plugin_keeps_and_gates_against_a_server_baseline(pg_url, tmp_path) -> N
         assert len(store.records()) == 2
 
 
+@pytest.mark.slow
 def test_server_gone_mid_bench_the_bench_goes_on_and_push_sends_the_rest(
         pg_server, pg_url, tmp_path) -> None:
     """The server stops once the bench's first record is in and comes back only after the
