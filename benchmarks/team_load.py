@@ -92,11 +92,21 @@ def controller(args: argparse.Namespace) -> int:
     refused = 0
     while time.monotonic() < deadline or args.once:
         try:
-            with open_store(args.url) as store:
-                result = run_bench([device], config, store, ["team_load", args.device])
+            store = open_store(args.url)
         except StoreError as exc:  # the server is down as the bench starts: wait for it
             refused += 1
             print(json.dumps({"refused": str(exc).splitlines()[0]}), flush=True)
+            time.sleep(0.5)
+            continue
+        try:
+            with store:
+                result = run_bench([device], config, store, ["team_load", args.device])
+        except StoreError as exc:
+            text = str(exc).splitlines()[0]
+            # the server went down as the bench recorded its run: nothing measured yet, the
+            # bench says so and stops (`farm bench` exits 1); anything later must not stop it
+            kind = "refused" if "while starting a run" in text else "aborted"
+            print(json.dumps({kind: text}), flush=True)
             time.sleep(0.5)
             continue
         spilled = {r["record_id"] for r in result.spilled}
@@ -265,6 +275,7 @@ def _load(args: argparse.Namespace, server: PgServer, url: str, work: Path,
         spilled = sum(len(x["spilled"]) for x in benches)
         unsaved = sum(len(x["unsaved"]) for x in benches)
         refused = sum(1 for x in lines[d] if "refused" in x and "latencies" not in x)
+        aborted = [x["aborted"] for x in lines[d] if "aborted" in x]
         mine = {i for x in benches for i in by_run.get(x["run"], [])}
         lost = measured - set(ids)
         extra = mine - measured
@@ -272,15 +283,22 @@ def _load(args: argparse.Namespace, server: PgServer, url: str, work: Path,
         print(f"  {d} ({role}): {len(benches)} benches finished, {len(measured)} records "
               f"measured, {len(measured & set(ids))} stored ({spilled} via the spill file, "
               f"{unsaved} written nowhere), lost {len(lost)}, stored but not reported "
-              f"{len(extra)}; {refused} bench start(s) refused while the server was down")
-        ok = ok and not lost and not unsaved and (d == victim or not extra)
+              f"{len(extra)}; {refused} bench start(s) refused while the server was down; "
+              f"{len(aborted)} bench(es) stopped by a store error")
+        for reason in sorted(set(aborted)):
+            print(f"    aborted: {reason[:160]}")
+        ok = ok and not lost and not unsaved and not aborted and (d == victim or not extra)
+        reasons = sorted({x["refused"][:160] for x in lines[d]
+                          if "refused" in x and "latencies" not in x})
+        for reason in reasons:
+            print(f"    refused: {reason}")
         final = next((x for x in lines[d] if "latencies" in x), None)
         if final:
             latencies += final["latencies"]
     victim_runs = [r for r in runs.values() if r.status in ("interrupted", "running")]
     print("  runs left unfinished (the killed bench's): " + ", ".join(
-        f"{r.run_id} {r.status} with {len(by_run.get(r.run_id, []))} whole record(s)"
-        for r in victim_runs))
+        f"{r.run_id} {r.status} with {len(by_run.get(r.run_id, []))} whole record(s) "
+        f"({r.meta.get('interrupted', '')[:90]})" for r in victim_runs))
     ok = ok and len(victim_runs) == 1 and victim_runs[0].status == "interrupted"
     print(f"insert latency during the load (restart included): {_percentiles(latencies)}")
     print(f"insert latency, 4 processes x 250 inserts at once: "

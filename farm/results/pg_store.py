@@ -18,8 +18,9 @@ Errors are one line each, the password never shown (`location.redacted`):
 * a URL psycopg cannot parse: StoreError "not a valid PostgreSQL URL";
 * a refused login (bad password, unknown role, pg_hba) or a missing database: StoreError
   naming the user / database and what to fix;
-* a server that cannot be reached, or goes away mid-bench (connection refused, reset,
-  admin shutdown): `StoreUnavailable`. The bench's keeper (`farm.results.keeper`) then
+* a server that cannot be reached, goes away mid-bench (connection refused, reset,
+  admin shutdown) or does not take connections now (starting up, shutting down, too many
+  connections): `StoreUnavailable`. The bench's keeper (`farm.results.keeper`) then
   keeps the write in this store's spill file, a local file under `$FARM_HOME/spill/`
   named after the server and database, and the bench goes on measuring; the next write
   reconnects. The spill file is replayed when the store is next opened (its records are
@@ -183,7 +184,11 @@ class PgStore(Store):
                                     f"server: {text}",
                                     hint="is the server running, and are host and port in "
                                          "the URL right?")
-        return StoreError(f"result store {self.where}: cannot connect: {text}")
+        # the rest is the server's state, not the URL's: starting up, shutting down, in
+        # recovery, too many connections. A bench spills and retries on its next write
+        return StoreUnavailable(f"result store {self.where}: the PostgreSQL server does not "
+                                f"take connections now: {text}",
+                                hint="farm retries on the next write; see the server's log")
 
     @contextmanager
     def _session(self, what: str) -> Iterator[psycopg.Connection[Any]]:
