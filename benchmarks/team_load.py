@@ -240,7 +240,14 @@ def _load(args: argparse.Namespace, server: PgServer, url: str, work: Path,
     print(f"t={time.monotonic() - t0:.0f}s: server restart (down {args.down:.0f} s)")
     server.restart(down_s=args.down)
     time.sleep(max(0.0, args.seconds * 0.6 - (time.monotonic() - t0)))
-    print(f"t={time.monotonic() - t0:.0f}s: kill -9 the controller of {victim}")
+    # the kill lands inside a bench: once the victim has a run `running` (not between two)
+    pid, waited = procs[victim].pid, time.monotonic()
+    while time.monotonic() - waited < 30 and not server.sql(
+            f"SELECT 1 FROM runs WHERE status = 'running' AND controller_pid = {pid}",
+            url.rsplit("/", 1)[1]):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    print(f"t={time.monotonic() - t0:.0f}s: kill -9 the controller of {victim} (mid-bench)")
     procs[victim].send_signal(signal.SIGKILL)
     for d, proc in procs.items():
         proc.wait(timeout=args.seconds + 600)
@@ -300,6 +307,8 @@ def _load(args: argparse.Namespace, server: PgServer, url: str, work: Path,
         f"{r.run_id} {r.status} with {len(by_run.get(r.run_id, []))} whole record(s) "
         f"({r.meta.get('interrupted', '')[:90]})" for r in victim_runs))
     ok = ok and len(victim_runs) == 1 and victim_runs[0].status == "interrupted"
+    if not victim_runs:
+        print("  (no bench of the killed controller was running: the kill missed)")
     print(f"insert latency during the load (restart included): {_percentiles(latencies)}")
     print(f"insert latency, 4 processes x 250 inserts at once: "
           f"{_percentiles(burst(server.create_db('burst'), work))}")
