@@ -401,27 +401,108 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
     }
 }
 #else
-#define I8_MR 4
+/* Without VNNI (avx2 and avx512 tables): VPMADDWD on 16-bit values, MLAS's U8U8 AVX2 scheme
+ * (QgemmU8U8KernelAvx2.S) for signed bytes. A is sign-extended to int16 once, when its rows
+ * are packed; a weight group (16 bytes: 4 columns x 4 k's) is sign-extended by one VPMOVSXBW
+ * from memory and shared by the I8_MR rows; each VPMADDWD multiplies 8 pairs of int16 and
+ * sums each pair into int32 (lane 2j: column j, k 0-1; lane 2j+1: k 2-3), and a VPHADDD at
+ * the end of the tile folds the two halves. Products of int8 in int16 and pair sums in int32
+ * cannot overflow, for any int8 (-128 included), so the sums are exact without any bound on
+ * the quantisation. The sign trick it replaces (VPMADDUBSW(|a|, sign(w, a)) + VPMADDWD) cost
+ * 9 vector uops per 64 products (7 of them on the two multiply ports); this costs 2 per 16
+ * (VPMADDWD + VPADDD, the add on any of three ports) plus 2 VPMOVSXBW per group shared by the
+ * tile's rows: ~22 products a cycle on 3 vector ports instead of ~18. VPMADDUBSW alone (ORT's
+ * U8S8 path, 32 products in 3 uops) is faster but its int16 pair sums saturate. */
+#define I8_MR 6
 #define I8_NP 1
-static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_t *c) {
-    __m256i acc[I8_MR][2];
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int i = 0; i < I8_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
-    for (int q = 0; q < ng; q++) {
-        __m256i b0 = _mm256_loadu_si256((const __m256i *)(b + (size_t)q * 64));
-        __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + (size_t)q * 64 + 32));
-        for (int i = 0; i < I8_MR; i++) {
-            __m256i ab = _mm256_set1_epi32((int)a[q * I8_MR + i]), ax = _mm256_abs_epi8(ab);
-            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(b0, ab)), ones));
-            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(b1, ab)), ones));
+/* I8_MR rows x 16 columns as two 8-column halves (2 accumulators a row each: 12 + 2 weight
+ * registers + 1 broadcast of the 16 the ISA has). a: per 4-k group q and row i, 4 int16 at
+ * a + (q * I8_MR + i) * 4. c: I8_MR x FK_NR int32. A row's broadcast, products and adds are
+ * one asm statement: in C, GCC (12) hoisted all six broadcasts to the top of the k loop and
+ * kept the accumulators on the stack (20 live vectors), whatever the accumulators' form. */
+#define I8W_ROW(i)                                                                  \
+    __asm__("vpbroadcastq %[a], %[t]\n\t"                                            \
+            "vpmaddwd %[b0], %[t], %[u]\n\t"                                         \
+            "vpaddd %[u], %[x0], %[x0]\n\t"                                          \
+            "vpmaddwd %[b1], %[t], %[t]\n\t"                                         \
+            "vpaddd %[t], %[x1], %[x1]"                                              \
+            : [x0] "+x"(c##i##0), [x1] "+x"(c##i##1), [t] "=&x"(t), [u] "=&x"(u)      \
+            : [a] "m"(*(const long long *)(aq + (i) * 4)), [b0] "x"(b0), [b1] "x"(b1));
+#define I8W_STORE(i) /* [c0 c1 c4 c5 | c2 c3 c6 c7] -> c0..c7 */                     \
+    _mm256_storeu_si256((__m256i *)(c + (i) * FK_NR + h * 8),                        \
+                        _mm256_permute4x64_epi64(_mm256_hadd_epi32(c##i##0, c##i##1), 0xD8));
+static void ukernel_i8w(int ng, const int16_t *a, const int8_t *b, int32_t *c) {
+    for (int h = 0; h < 2; h++) {
+        __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+                c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+        const int8_t *bh = b + h * 32;
+        for (int q = 0; q < ng; q++) {
+            const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bh + (size_t)q * 64)));
+            const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bh + (size_t)q * 64 + 16)));
+            const int16_t *aq = a + (size_t)q * I8_MR * 4;
+            __m256i t, u;
+            I8W_ROW(0) I8W_ROW(1) I8W_ROW(2) I8W_ROW(3) I8W_ROW(4) I8W_ROW(5)
         }
-    }
-    for (int i = 0; i < I8_MR; i++) {
-        _mm256_storeu_si256((__m256i *)(c + i * FK_NR), acc[i][0]);
-        _mm256_storeu_si256((__m256i *)(c + i * FK_NR + 8), acc[i][1]);
+        I8W_STORE(0) I8W_STORE(1) I8W_STORE(2) I8W_STORE(3) I8W_STORE(4) I8W_STORE(5)
     }
 }
-#include "../../common/fk_i8_driver.inc"
+#undef I8W_ROW
+#undef I8W_STORE
+
+void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
+    if (m1 <= m0 || n1 <= n0) return;
+    const int ng = FK_K4(g->K) / 4, nmb = (m1 - m0 + I8_MR - 1) / I8_MR;
+    /* A packed once per call: I8_MR-row micro-panels, int16 (2 floats of scratch per group and row) */
+    int16_t *ap = (int16_t *)FK_FN(tls_floats)((size_t)nmb * I8_MR * ng * 2);
+    for (int mb = 0; mb < nmb; mb++) {
+        int16_t *dst = ap + (size_t)mb * ng * I8_MR * 4;
+        for (int i = 0; i < I8_MR; i++) {
+            int row = m0 + mb * I8_MR + i;
+            if (row >= m1) row = m1 - 1; /* padding rows repeat a real one; results dropped */
+            const int8_t *src = (const int8_t *)g->aq + (size_t)row * g->lda;
+            int q = 0;
+            for (; q + 4 <= ng; q += 4) { /* 16 bytes -> 4 groups of 4 int16 */
+                const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(src + 4 * q)));
+                _mm_storel_epi64((__m128i *)(dst + ((size_t)q * I8_MR + i) * 4), _mm256_castsi256_si128(w));
+                _mm_storeh_pd((double *)(dst + ((size_t)(q + 1) * I8_MR + i) * 4),
+                              _mm_castsi128_pd(_mm256_castsi256_si128(w)));
+                _mm_storel_epi64((__m128i *)(dst + ((size_t)(q + 2) * I8_MR + i) * 4), _mm256_extracti128_si256(w, 1));
+                _mm_storeh_pd((double *)(dst + ((size_t)(q + 3) * I8_MR + i) * 4),
+                              _mm_castsi128_pd(_mm256_extracti128_si256(w, 1)));
+            }
+            for (; q < ng; q++)
+                for (int t = 0; t < 4; t++) dst[((size_t)q * I8_MR + i) * 4 + t] = src[4 * q + t];
+        }
+    }
+    int32_t tile[I8_MR * FK_NR];
+    const int fuse = FK_FN(epi_in_regs)(g);
+    for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
+        const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
+        const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
+        float ws[FK_NR];
+        for (int j = 0; j < FK_NR; j++) ws[j] = j < nc ? g->w_scale[col + j] : 0.0f;
+        float bt[FK_NR];
+        FK_FN(bias_tile)(g, col, nc, bt);
+        for (int mb = 0; mb < nmb; mb++) {
+            const int m = m0 + mb * I8_MR, mr = m1 - m < I8_MR ? m1 - m : I8_MR;
+            ukernel_i8w(ng, ap + (size_t)mb * ng * I8_MR * 4, b, tile);
+            for (int i = 0; i < mr; i++) {
+                float *c = g->c + (size_t)(m + i) * g->ldc + col, out[FK_NR];
+                /* a whole panel is stored straight to C (a memcpy call per row cost ~10 % of
+                 * a 128 x 128 x 128 GEMM); a partial one through out */
+                float *dst = nc == FK_NR ? c : out;
+                const vf sa = vset1(g->a_scale[m + i]);
+                for (int j = 0; j < FK_NR; j += VL) {
+                    vf v = vmul(vmul(vcvt_f(vi_load(tile + i * FK_NR + j)), sa), vload(ws + j));
+                    if (fuse) v = FK_FN(epi_act)(g->epi, vadd(v, vload(bt + j)));
+                    vstore(dst + j, v);
+                }
+                if (dst == out) memcpy(c, out, sizeof(float) * nc);
+                if (!fuse) FK_FN(epilogue_row)(g, c, m + i, col, nc);
+            }
+        }
+    }
+}
 #endif /* __AVX512VNNI__ */
 #endif /* __AMX_INT8__ */
 
