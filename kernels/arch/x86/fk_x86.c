@@ -287,9 +287,8 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
 }
 #else
 /* int8 GEMM on weights packed in 4-k groups (fk_pack_b_i8). AVX-512 VNNI: vpdpbusd with the
- * weights made unsigned (+128) and 128 * the row's sum of A subtracted before scaling. AVX2:
- * vpmaddubsw on |a| and sign(w, a) (no saturation: |a|, |w| <= 127), then vpmaddwd, under the
- * packed-A driver shared with arm (common/fk_i8_driver.inc). */
+ * weights made unsigned (+128) and 128 * the row's sum of A subtracted before scaling. AVX2
+ * (and AVX-512 without VNNI): vpmaddwd on int16, A packed once per call (below). */
 #if defined(__AVX512VNNI__)
 /* VNNI: 8 rows x 32 columns (two adjacent weight panels) in 16 zmm accumulators, the epilogue
  * on the accumulators. vpdpbusd multiplies unsigned by signed bytes and broadcasts only its
@@ -538,40 +537,66 @@ static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const 
     for (int i = 0; i < Q4_MR; i++) _mm512_storeu_ps(c + i * FK_NR, facc[i]);
 }
 #else
-#define Q4_MR 2
+/* Without VNNI: the nibbles stay unsigned (q in 0..15, no - 8) as VPMADDUBSW's unsigned side
+ * and the Q8_0 activations are its signed side; the - 8 comes back as 8 * the block's sum of
+ * A (Q4_ASUM: the driver packs one per row and block), subtracted in int32. A pair sum is at
+ * most 2 * 15 * 128 = 3840 in magnitude, so VPMADDUBSW never saturates and a block's 8 groups
+ * add up in int16 (at most 30720 < 32767) before one VPMADDWD widens them: 2 uops per 32
+ * products (VPMADDUBSW + VPADDW) where the sign trick took 4.5 (VPABSB, VPSIGNB, VPMADDUBSW,
+ * VPMADDWD, VPADDD). Tile 4 rows x 16 columns: 8 int16 accumulators, 4 weight registers and
+ * 2 broadcasts; the fp32 sums of the blocks live in the C tile (L1), touched once a block. */
+#define Q4_MR 4
 #define Q4_XOR 0u
-static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const fk_panel_q4_0 *w, float *c) {
-    __m256 facc[Q4_MR][2];
-    for (int i = 0; i < Q4_MR; i++) facc[i][0] = facc[i][1] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), s8 = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+#define Q4_ASUM 1
+/* one row of one 4-k group pair (h, h + 4): in asm, as the int8 kernel's rows, so the eight
+ * int16 accumulators stay in registers (GCC hoisted the broadcasts and spilled them) */
+#define Q4_ROW(i)                                                                                      \
+    __asm__("vpbroadcastd %[al], %[t]\n\t"                                                              \
+            "vpmaddubsw %[t], %[l0], %[u]\n\t"                                                          \
+            "vpaddw %[u], %[x0], %[x0]\n\t"                                                             \
+            "vpmaddubsw %[t], %[l1], %[t]\n\t"                                                          \
+            "vpaddw %[t], %[x1], %[x1]\n\t"                                                             \
+            "vpbroadcastd %[ah], %[t]\n\t"                                                              \
+            "vpmaddubsw %[t], %[u0], %[u]\n\t"                                                          \
+            "vpaddw %[u], %[x0], %[x0]\n\t"                                                             \
+            "vpmaddubsw %[t], %[u1], %[t]\n\t"                                                          \
+            "vpaddw %[t], %[x1], %[x1]"                                                                 \
+            : [x0] "+x"(s##i##0), [x1] "+x"(s##i##1), [t] "=&x"(t), [u] "=&x"(u)                        \
+            : [al] "m"(ab[h * Q4_MR + (i)]), [ah] "m"(ab[(h + 4) * Q4_MR + (i)]), [l0] "x"(l0), [l1] "x"(l1), \
+              [u0] "x"(u0), [u1] "x"(u1));
+#define Q4_ACC(i)                                                                                      \
+    {                                                                                                  \
+        const __m256i corr = _mm256_set1_epi32(8 * as[b * Q4_MR + (i)]);                               \
+        const __m256 sa = _mm256_set1_ps(ad[b * Q4_MR + (i)]);                                         \
+        const __m256 x0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(s##i##0, ones), corr)); \
+        const __m256 x1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(s##i##1, ones), corr)); \
+        float *ci = c + (i) * FK_NR;                                                                   \
+        _mm256_storeu_ps(ci, _mm256_fmadd_ps(x0, _mm256_mul_ps(wd0, sa), _mm256_loadu_ps(ci)));         \
+        _mm256_storeu_ps(ci + 8, _mm256_fmadd_ps(x1, _mm256_mul_ps(wd1, sa), _mm256_loadu_ps(ci + 8))); \
+    }
+static void ukernel_q4s(int nb, const uint32_t *a, const float *ad, const int32_t *as, const fk_panel_q4_0 *w,
+                        float *c) {
+    memset(c, 0, sizeof(float) * Q4_MR * FK_NR);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     for (int b = 0; b < nb; b++) {
-        __m256i acc[Q4_MR][2];
-        for (int i = 0; i < Q4_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
         const uint32_t *ab = a + (size_t)b * 8 * Q4_MR;
-        for (int h = 0; h < 8; h++) {
-            __m256i v0 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * (h & 3)));
-            __m256i v1 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * (h & 3) + 32));
-            if (h >= 4) v0 = _mm256_srli_epi16(v0, 4), v1 = _mm256_srli_epi16(v1, 4);
-            v0 = _mm256_sub_epi8(_mm256_and_si256(v0, m4), s8);
-            v1 = _mm256_sub_epi8(_mm256_and_si256(v1, m4), s8);
-            for (int i = 0; i < Q4_MR; i++) {
-                __m256i ab4 = _mm256_set1_epi32((int)ab[h * Q4_MR + i]), ax = _mm256_abs_epi8(ab4);
-                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(v0, ab4)), ones));
-                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(v1, ab4)), ones));
-            }
+        __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+                s31 = s00;
+        for (int h = 0; h < 4; h++) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * h));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * h + 32));
+            const __m256i l0 = _mm256_and_si256(v0, m4), l1 = _mm256_and_si256(v1, m4);
+            const __m256i u0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+            const __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+            __m256i t, u;
+            Q4_ROW(0) Q4_ROW(1) Q4_ROW(2) Q4_ROW(3)
         }
         const __m256 wd0 = _mm256_loadu_ps(w[b].d), wd1 = _mm256_loadu_ps(w[b].d + 8);
-        for (int i = 0; i < Q4_MR; i++) {
-            __m256 sa = _mm256_set1_ps(ad[b * Q4_MR + i]);
-            facc[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][0]), _mm256_mul_ps(wd0, sa), facc[i][0]);
-            facc[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][1]), _mm256_mul_ps(wd1, sa), facc[i][1]);
-        }
-    }
-    for (int i = 0; i < Q4_MR; i++) {
-        _mm256_storeu_ps(c + i * FK_NR, facc[i][0]);
-        _mm256_storeu_ps(c + i * FK_NR + 8, facc[i][1]);
+        Q4_ACC(0) Q4_ACC(1) Q4_ACC(2) Q4_ACC(3)
     }
 }
+#undef Q4_ROW
+#undef Q4_ACC
 #endif
 
 #include "../../common/fk_q4_driver.inc"
