@@ -128,6 +128,13 @@ static inline void vstore_i8(int8_t *p, __m256 v) {
 }
 #endif
 
+/* v unchanged, hidden from the optimiser: a mul before it and an add after it stay two
+ * roundings (GCC contracts intrinsics' mul + add into an FMA under -ffp-contract=fast) */
+static inline vf vopaque(vf v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 static inline vf vcopysign(vf mag, vf sgn) {
     vi m = vi_set1(0x7fffffff);
     return vcast_f(vor_i(vand_i(vcast_i(mag), m), vand_i(vcast_i(sgn), vi_set1((int)0x80000000))));
@@ -481,7 +488,7 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
         }
     }
     int32_t tile[I8_MR * FK_NR];
-    const int fuse = FK_FN(epi_in_regs)(g);
+    const int fuse = FK_FN(epi_in_regs)(g), res = g->epi == FK_EPI_BIAS_RES;
     for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
         const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
         const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
@@ -497,14 +504,19 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
                 /* a whole panel is stored straight to C (a memcpy call per row cost ~10 % of
                  * a 128 x 128 x 128 GEMM); a partial one through out */
                 float *dst = nc == FK_NR ? c : out;
+                const int res_here = res && dst == c; /* the residual on a whole panel in registers */
                 const vf sa = vset1(g->a_scale[m + i]);
+                const float *r = res_here ? g->res + (size_t)(m + i) * g->ldres + col : NULL;
                 for (int j = 0; j < FK_NR; j += VL) {
-                    vf v = vmul(vmul(vcvt_f(vi_load(tile + i * FK_NR + j)), sa), vload(ws + j));
+                    /* opaque: the bias add is never contracted into an FMA with the scale, so
+                     * the float result is the reference kernel's (and the unfused steps') */
+                    vf v = vopaque(vmul(vmul(vcvt_f(vi_load(tile + i * FK_NR + j)), sa), vload(ws + j)));
                     if (fuse) v = FK_FN(epi_act)(g->epi, vadd(v, vload(bt + j)));
+                    if (res_here) v = vfma(vload(r + j), vload(g->res_scale + col + j), vopaque(vadd(v, vload(bt + j))));
                     vstore(dst + j, v);
                 }
                 if (dst == out) memcpy(c, out, sizeof(float) * nc);
-                if (!fuse) FK_FN(epilogue_row)(g, c, m + i, col, nc);
+                if (!fuse && !res_here) FK_FN(epilogue_row)(g, c, m + i, col, nc);
             }
         }
     }
