@@ -36,8 +36,12 @@ from pathlib import Path
 
 import onnxruntime
 
+from farm import isa
+from farm.inventory.builtin import local_device
 from farm.models import PRESETS, build_model, write_inputs
 from farm.paths import REPO_ROOT, state_dir
+from farm.report.isa_note import cap_line
+from farm.results.provenance import host_cpu_info
 from farm.routes.custom.compile import compile_plan
 from farm.routes.custom.executor_build import build_executor, build_kernel_bench
 
@@ -119,6 +123,7 @@ def main() -> int:
     ort_runner = [sys.executable, str(REPO_ROOT / "agents" / "runners" / "ort_runner.py")]
     print(f"custom vs ORT {onnxruntime.__version__}, preset {args.preset}, {nproc} cores, "
           f"executor {exe.name}")
+    print(cap_line(local_device(), isa.requested(), host_cpu_info()["model"]))
     results: dict[str, dict] = {}
     jobs = []
     for variant in VARIANTS:
