@@ -200,7 +200,7 @@ def main() -> int:
          TARGET_GEMM_PEAK, higher_is_better=True)
     # the whole model's multiply-adds over its fastest 1-thread run (min: the run least
     # disturbed by other work on a shared host), as a fraction of the same FMA peak
-    macs = getattr(cfg, "macs", None)
+    macs = getattr(PRESETS[args.preset], "macs", None)
     if callable(macs):
         best_ms = min(results["fp32/1"]["custom"]["samples"])
         rate = 2 * macs() / (best_ms / 1e3) / 1e9
