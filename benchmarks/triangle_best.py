@@ -31,9 +31,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from farm import isa
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench
 from farm.inventory.builtin import local_device
+from farm.report.isa_note import cap_line
+from farm.results.provenance import host_cpu_info
 from farm.results.store import ResultStore
 
 ROUTES = ("ort", "tvm", "custom")
@@ -104,6 +107,7 @@ def main() -> int:
                         f"{got.get(r, {}).get('status', '?')}" for r in ROUTES), flush=True)
     print(f"\n{args.model}, local ({os.cpu_count()} cpus); medians in ms, "
           f"{args.repeats} interleaved rounds of >= {args.min_time} s per route")
+    print(cap_line(local_device(), isa.requested(), host_cpu_info()["model"]))
     print(f"{'variant':13s} {'thr':>3} {'ort':>8} {'tvm':>8} {'custom':>8}  "
           f"{'custom/min(ort,tvm)':>20}")
     for variant, by_t in rows.items():

@@ -88,3 +88,9 @@ class ProtocolError(AgentError):
 
 class StoreError(FarmError):
     """The result store is unreadable, of an unknown schema version, or inconsistent."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot take a write now (a full disk under a SQLite file, a PostgreSQL
+    server that went away): nothing is wrong with what it holds. A bench keeps what it
+    could not store in the spill file (`farm.results.keeper`) and goes on measuring."""

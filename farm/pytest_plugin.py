@@ -29,6 +29,7 @@ import pytest
 
 from farm.bench.lease import LeaseBusy
 from farm.inventory.device import Device
+from farm.results.location import redacted
 from farm.testing.result import FarmResult
 from farm.testing.session import BenchFailed, FarmSession, RouteUnavailable
 
@@ -41,8 +42,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="devices.yaml (default: $FARM_INVENTORY, then ./devices.yaml)")
     group.addoption("--farm-device", metavar="NAME", default="local",
                     help="the device farm_device leases (default: local)")
-    group.addoption("--farm-store", metavar="FILE",
-                    help="result store the benches write (default: farm's own)")
+    group.addoption("--farm-store", metavar="FILE|URL",
+                    help="result store the benches write and baselines are read from: a "
+                         "file or a postgresql:// URL (default: $FARM_STORE, else farm's own)")
     group.addoption("--farm-lock-wait", metavar="S", type=float, default=60.0,
                     help="seconds to wait for a device another bench holds (default 60)")
     group.addoption("--farm-tag", metavar="NAME",
@@ -124,7 +126,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     terminalreporter.write_sep("=", "farm benchmarks")
     for nodeid, result in session.results:
         terminalreporter.write_line(_summary_line(nodeid, result))
-    terminalreporter.write_line(f"store: {session.store_path}")
+    terminalreporter.write_line(f"store: {redacted(session.store_path)}")
     if session.tagged:
         terminalreporter.write_line(f"tagged {len(session.tagged)} run(s) as "
                                     f"{config.getoption('--farm-tag')!r}")

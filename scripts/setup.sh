@@ -15,7 +15,8 @@ done
 DEBS=(openssh-server openssh-client iproute2 procps psmisc qemu-user gcc g++ make
       gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
       binutils-aarch64-linux-gnu file nftables uidmap chromium python3-venv
-      zsh)  # zsh: tests of `farm completion zsh`
+      zsh  # zsh: tests of `farm completion zsh`
+      postgresql)  # the tests' own PostgreSQL server (tests/pg_server.py: initdb, pg_ctl)
 missing=()
 for pkg in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from lab_fixture import lab  # noqa: F401  (re-exported pytest fixture)
+from pg_fixture import pg_server, pg_url  # noqa: F401  (re-exported pytest fixtures)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,5 +1,6 @@
-"""`--store` takes a file, never a URL (issue 33, item 6: `postgresql://u@host:1/db` made a
-SQLite file at ./postgresql:/u@host:1/db and exited 0), and every command farm prints for
+"""`--store` takes a file or a postgresql:// URL, never another URL (issue 33, item 6:
+`postgresql://u@host:1/db` made a SQLite file at ./postgresql:/u@host:1/db and exited 0;
+a postgresql:// URL is a server store since issue 30), and every command farm prints for
 the user to run next carries the --inventory / --store this invocation was given."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from farm.cli.main import build_parser, main
 from farm.errors import StoreError
 from farm.results.store import ResultStore
 
-URL = "postgresql://u:s3cret@host:1/db"
+URL = "mysql://u:s3cret@host:1/db"
 FAST = ["--routes", "ort", "--runs", "5", "--min-time", "0", "--max-time", "2", "--warmup",
         "1", "--warmup-time", "0", "--profile-runs", "1", "--pause", "0"]
 
@@ -28,8 +29,8 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _nothing_made(here: Path) -> None:
-    assert not (here / "postgresql:").exists()
-    assert not list(here.glob("postgresql*"))
+    assert not (here / "mysql:").exists()
+    assert not list(here.glob("mysql*"))
 
 
 @pytest.mark.parametrize("argv", [["bench", "--device", "local"], ["results", "list"],
@@ -40,13 +41,13 @@ def test_a_store_url_is_a_usage_error_and_makes_no_file(here, capsys, argv) -> N
         main([*argv, "--store", URL])
     err = capsys.readouterr().err
     assert exit_.value.code == 2
-    assert "a postgresql:// store is not supported" in err and "SQLite file" in err, err
+    assert "a mysql:// store is not supported" in err and "SQLite file" in err, err
     assert "s3cret" not in err  # a password in the URL is never echoed
     _nothing_made(here)
 
 
 def test_the_store_itself_refuses_a_url(here) -> None:
-    with pytest.raises(StoreError, match=r"postgresql:// store is not supported") as info:
+    with pytest.raises(StoreError, match=r"mysql:// store is not supported") as info:
         ResultStore(URL)
     assert "s3cret" not in str(info.value) and "u:***@host" in str(info.value)
     _nothing_made(here)

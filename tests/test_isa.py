@@ -140,6 +140,15 @@ def test_report_says_when_capped_routes_meet_uncapped_ort() -> None:
     assert "Not like for like" not in uncapped.tables["latency"].caption
 
 
+def test_a_benchmark_header_names_each_side_level() -> None:
+    from farm.report.isa_note import cap_line
+
+    line = cap_line(SPR, "avx2", "Xeon")
+    assert line.startswith("CPU Xeon (level amx)") and "capped at avx2" in line
+    assert "ort uncapped at amx" in line and "not like for like" in line
+    assert "not like" not in cap_line(SPR, None) and "no cap" in cap_line(ZEN3, "avx2")
+
+
 def test_cli_refuses_a_level_above_the_host_or_of_another_arch(
         capsys: pytest.CaptureFixture[str]) -> None:
     host = local_device()

@@ -20,9 +20,9 @@ from farm.bench.config import DEFAULT_ROUNDS, BenchConfig, Policy
 from farm.bench.runner import run_bench
 from farm.errors import FarmError
 from farm.inventory.device import Device
+from farm.results.backend import Store
 from farm.results.floor import Floor, floor_of, save_floor
 from farm.results.provenance import utc_now
-from farm.results.store import ResultStore
 
 DEFAULT_PAIRS = 3
 DEFAULT_WORKLOAD = ("tiny", ("ort",))
@@ -37,7 +37,7 @@ def reference_config(model: str = DEFAULT_WORKLOAD[0],
                        policy=Policy.for_rounds(rounds), profile_runs=0)
 
 
-def calibrate(device: Device, store: ResultStore, config: BenchConfig, *,
+def calibrate(device: Device, store: Store, config: BenchConfig, *,
               pairs: int = DEFAULT_PAIRS, say: Callable[[str], None] = lambda _line: None
               ) -> Floor:
     if pairs < 1:

@@ -127,9 +127,10 @@ class Recorder:
         return stored
 
     def _tell_kept(self, route: RouteKey, where: str) -> None:
-        problem = self.keeper.problems[-1] if self.keeper.problems else "the disk refused it"
-        place = (f"kept in {self.keeper.spill_file} (written into the store at its next "
-                 "open with room)" if where == SPILL else
+        problem = (self.keeper.problems[-1].splitlines()[0] if self.keeper.problems
+                   else "the disk refused it")  # its hint is printed with the problems
+        place = (f"kept in {self.keeper.spill_file} ({self.keeper.store.spill_back}); "
+                 "the bench goes on" if where == SPILL else
                  "written nowhere: printed as JSON on stdout at the end of the bench")
         self.emit("warning", route=route, message=f"{route}: record not stored: {problem}; "
                                                    f"{place}")

@@ -36,13 +36,20 @@ from typing import Any
 from farm.bench.config import BenchConfig
 from farm.bench.device_run import DeviceRun, library_output
 from farm.bench.prepare import prepare
-from farm.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL, StoreError
+from farm.errors import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    StoreError,
+    StoreUnavailable,
+)
 from farm.inventory.capped import cap_all
 from farm.inventory.device import Device
 from farm.libout import capture
+from farm.results.backend import Store
 from farm.results.keeper import MEMORY, Keeper
 from farm.results.schema import is_superseded
-from farm.results.store import ResultStore
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -60,6 +67,7 @@ class BenchResult:
     spilled: list[dict[str, Any]] = field(default_factory=list)
     unsaved: list[dict[str, Any]] = field(default_factory=list)
     spill_file: str = ""
+    spill_back: str = ""  # how the spill file reaches the store (`Store.spill_back`)
     end_unsaved: bool = False
 
     @property
@@ -78,7 +86,7 @@ class BenchResult:
 class Bench:
     """See module docstring."""
 
-    def __init__(self, devices: Sequence[Device], config: BenchConfig, store: ResultStore,
+    def __init__(self, devices: Sequence[Device], config: BenchConfig, store: Store,
                  command: str | Sequence[str], resume_run: str | None = None) -> None:
         # checked before anything is stored: a cap above a device's level is a usage error
         self.devices = cap_all(devices, config.isa)
@@ -141,6 +149,18 @@ class Bench:
         for run in self.runs:
             run.abort()
 
+    def _stored(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's records as stored; when the store cannot be read now (its server
+        went away), what this bench wrote into it (the keeper holds the rest)."""
+        try:
+            return self.store.records(run_id)
+        except StoreUnavailable as exc:
+            if str(exc) not in self.keeper.problems:
+                self.keeper.problems.append(str(exc))
+            pending = {r["record_id"] for r in self.keeper.pending(run_id)}
+            return [r for run in self.runs for r in run.written
+                    if r["record_id"] not in pending]
+
     def finish(self) -> BenchResult:
         devices = {r.device.name: (r.status, r.detail) for r in self.runs}
         statuses = {s for s, _ in devices.values()}
@@ -164,15 +184,16 @@ class Bench:
             end = keeper.keep_finish(run_id, status)
         # a record a resume replaced is history (its id is in the new record's detail or
         # rounds), not a result or a failure of this run
-        records = [r for r in self.store.records(run_id) + keeper.pending(run_id)
+        records = [r for r in self._stored(run_id) + keeper.pending(run_id)
                    if not is_superseded(r)] if run_id else []
         return BenchResult(run_id, status, devices, records, refused=refused,
                            disk_problems=list(keeper.problems), spilled=keeper.spilled(),
                            unsaved=keeper.unsaved(), spill_file=str(keeper.spill_file),
+                           spill_back=self.store.spill_back,
                            end_unsaved=end == MEMORY)
 
 
-def resume_plan(store: ResultStore, run: str) -> tuple[str, BenchConfig, list[str]]:
+def resume_plan(store: Store, run: str) -> tuple[str, BenchConfig, list[str]]:
     """(run id, its config, its devices) for `farm bench --resume RUN`."""
     run_id = store.resolve_run(run)
     info = next(r for r in store.runs() if r.run_id == run_id)
@@ -185,7 +206,7 @@ def resume_plan(store: ResultStore, run: str) -> tuple[str, BenchConfig, list[st
     return run_id, BenchConfig.from_meta(info.meta["config"]), list(info.meta["devices"])
 
 
-def check_resumable(store: ResultStore, run_id: str, model_hash: str) -> None:
+def check_resumable(store: Store, run_id: str, model_hash: str) -> None:
     info = next(r for r in store.runs() if r.run_id == run_id)
     if info.meta.get("model_hash") != model_hash:
         raise StoreError(
@@ -194,7 +215,7 @@ def check_resumable(store: ResultStore, run_id: str, model_hash: str) -> None:
             hint="start a new bench")
 
 
-def run_bench(devices: Sequence[Device], config: BenchConfig, store: ResultStore,
+def run_bench(devices: Sequence[Device], config: BenchConfig, store: Store,
               command: str | Sequence[str], emit: Emit | None = None,
               resume_run: str | None = None) -> BenchResult:
     """Run a whole bench without a UI (tests, scripts); Ctrl-C stops it cleanly."""

@@ -45,7 +45,7 @@ from farm.routes import ROUTES, all_keys
 
 if TYPE_CHECKING:
     from farm.bench.runner import BenchResult
-    from farm.results.store import ResultStore
+    from farm.results.backend import Store
 
 OUTPUTS = ["table", "json", "jsonl", "csv", "md"]
 
@@ -68,8 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="table (default), md/csv (the summary), json/jsonl (whole records)")
     add_columns_option(p)
     add_events_option(p)
-    p.add_argument("--store", metavar="FILE", type=store_arg,
-                   help="result store (default: .farm/results.sqlite, or $FARM_HOME)")
+    p.add_argument("--store", metavar="FILE|URL", type=store_arg,
+                   help="result store: a SQLite file or a postgresql:// URL (default: "
+                        "$FARM_STORE, else .farm/results.sqlite, or $FARM_HOME)")
     p.set_defaults(func=run)
 
 
@@ -157,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
     # heavy imports (onnx, onnxruntime, numpy) only when a bench really runs: `farm --help`
     # imports every subcommand module
     from farm.bench.runner import Bench, resume_plan
+    from farm.results.open_store import open_store
     from farm.results.printers import columns_for
-    from farm.results.store import ResultStore
 
     try:  # a typo in --columns must not cost a whole bench
         columns_for(args.output, args.columns)
@@ -167,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     resume = None
     if args.resume:
-        with ResultStore(args.store) as store:
+        with open_store(args.store) as store:
             resume, config, names = resume_plan(store, args.resume)
         devices = [inventory.get(name) for name in names]
     else:
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
     # the progress goes where a human looks; machine output and `--events -` keep stdout clean
     machine = args.output != "table" or args.events == "-"
-    with ResultStore(args.store) as store:
+    with open_store(args.store) as store:
         bench = Bench(devices, config, store, ["farm", *sys.argv[1:]], resume_run=resume)
         result = drive(bench, err if machine else out, args.events)
         report(result, args.output, args.columns, out, err, store, config.routes_default)
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(result: BenchResult, output: str, columns: str | None, out: Console,
-           err: Console, store: ResultStore, default_routes: bool = False) -> None:
+           err: Console, store: Store, default_routes: bool = False) -> None:
     from farm.results.noise import noise_warnings
     from farm.results.printers import columns_for, format_records, render_results
 
@@ -237,6 +238,6 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
     kept = "".join([f", {spilled} in the spill file" if spilled else "",
                     f", {nowhere} written nowhere (printed)" if nowhere else ""])
     err.print(f"farm: run {result.run_id} {result.status}; "
-              f"{len(result.records) - spilled - nowhere} record(s) in {store.path}{kept} "
+              f"{len(result.records) - spilled - nowhere} record(s) in {store.where}{kept} "
               f"(`{followup.command('results', 'show', result.run_id)}`)",
               markup=False, highlight=False)

@@ -19,7 +19,7 @@ import sys
 from farm.cli.results_cmd import OUTPUTS, add_store_option, console
 from farm.cli.term import add_all_columns_option
 from farm.errors import UsageError
-from farm.results.store import ResultStore
+from farm.results.open_store import open_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         return _gate(args)
     from farm.results.compare import compare_runs, format_comparisons, render_comparisons
 
-    with ResultStore(args.store, create=False) as store:
+    with open_store(args.store, create=False) as store:
         a, b = tags.resolve(store, args.run_a), tags.resolve(store, args.run_b)
         run_a, run_b, comps = compare_runs(store, a, b, alpha=args.alpha)
     if args.output == "table":
@@ -71,7 +71,7 @@ def _gate(args: argparse.Namespace) -> int:
         limit = parse_slowdown(args.max_slowdown)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    with ResultStore(args.store, create=False) as store:
+    with open_store(args.store, create=False) as store:
         result = gate_runs(store, args.run_a, args.run_b, max_slowdown=limit,
                            metric=args.metric, alpha=args.alpha)
     if args.output == "table":

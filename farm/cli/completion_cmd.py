@@ -49,8 +49,8 @@ def run_helper(args: argparse.Namespace) -> int:
             from farm.inventory import load_inventory
             names = sorted(load_inventory(args.inventory).devices)
         else:
-            from farm.results.store import ResultStore
-            with ResultStore(args.store, create=False) as store:
+            from farm.results.open_store import open_store
+            with open_store(args.store, create=False) as store:
                 names = [r.run_id for r in reversed(store.runs())]  # newest first
     except (FarmError, OSError):
         return 0

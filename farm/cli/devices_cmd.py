@@ -111,10 +111,10 @@ def _floors(devices: list[str], store_path: str | None) -> dict[str, Any]:
     """The noise floors the store keeps (none when there is no store yet)."""
     from farm.errors import StoreError
     from farm.results.floor import load_floors
-    from farm.results.store import ResultStore
+    from farm.results.open_store import open_store
 
     try:
-        with ResultStore(store_path, create=False) as store:
+        with open_store(store_path, create=False) as store:
             return load_floors(store, devices)
     except StoreError:
         return {}
@@ -178,16 +178,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     from farm.bench.calibrate import calibrate, reference_config
     from farm.bench.config import DEFAULT_ROUNDS
-    from farm.results.store import ResultStore
+    from farm.results.open_store import open_store
 
     device = load_inventory(args.inventory).get(args.name)
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
     config = reference_config(args.model, routes, args.rounds or DEFAULT_ROUNDS)
     err = Console(stderr=True, highlight=False)
-    with ResultStore(args.store) as store:
+    with open_store(args.store) as store:
         floor = calibrate(device, store, config, pairs=args.pairs,
                           say=lambda line: err.print(line, markup=False))
-        where = store.path
+        where = str(store)
     if args.output == "json":
         print(json.dumps(asdict(floor), indent=2))
     else:

@@ -148,8 +148,9 @@ def report_kept(result: BenchResult, err: Console, json_out: TextIO | None) -> N
     for problem in result.disk_problems:
         say(problem)
     if result.spilled:
+        back = result.spill_back or "the next farm command that opens the store writes them in"
         say(f"{len(result.spilled)} record(s) could not be stored: kept in {result.spill_file} "
-            "(the next farm command that opens the store with room writes them in)")
+            f"({back})")
     if result.end_unsaved:
         say(f"the end of run {result.run_id} could not be stored: it reads `interrupted` "
             "from now on; `farm bench --resume` continues it")

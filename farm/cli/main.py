@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from farm import __version__, followup, libout
 from farm.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, FarmError
 from farm.paths import host_write_failure, is_host_disk_error, state_dir_path
+from farm.results.location import redacted
 
 # subcommand name -> module under farm.cli exposing register(subparsers) and run(args) -> int
 SUBCOMMANDS: dict[str, str] = {
@@ -81,8 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     # printed follow-up commands carry --inventory / --store as given here (farm.followup)
+    store = getattr(args, "store", None)
     followup.remember(inventory=getattr(args, "inventory", None),
-                      store=getattr(args, "store", None))
+                      store=redacted(store) if store else store)  # no password in a hint
     libout.install()  # libraries' chatter to .farm/logs/ during the steps that capture it
     try:
         return int(args.func(args) or 0)

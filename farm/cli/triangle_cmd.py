@@ -38,7 +38,7 @@ from farm.cli.report_cmd import add_report_options, render
 from farm.cli.shape_opts import shape_kwargs
 from farm.errors import EXIT_INTERRUPTED, UsageError
 from farm.inventory import load_inventory
-from farm.results.store import ResultStore
+from farm.results.open_store import open_store
 from farm.routes import all_keys
 
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args, isa_from(args, devices))
     # in a log a message must stay one line whatever its length (no wrap at 80 columns)
     err = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
-    with ResultStore(args.store) as store:
+    with open_store(args.store) as store:
         bench = Bench(devices, config, store, ["farm", *sys.argv[1:]])
         # stdout holds the report; the progress is for a human watching stderr
         result = drive(bench, err, args.events)

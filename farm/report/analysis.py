@@ -61,9 +61,9 @@ from farm.report.fusion import FusionEffect, fusion_effects
 from farm.report.isa_note import mark_isa
 from farm.report.reference_note import mark_reference
 from farm.report.tables import Column, ReportTable
+from farm.results.backend import Store
 from farm.results.noise import spread_pct, warnings_of
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED
-from farm.results.store import ResultStore
 from farm.routes import ROUTES
 
 ROUTE_ORDER = {name: i for i, name in enumerate(ROUTES)}  # the registry's order
@@ -343,16 +343,16 @@ def decision_table(rows_in: Sequence[Decision], left: Sequence[str] = ()) -> Rep
     return ReportTable("decision", "Decision matrix", caption, cols, rows)
 
 
-def load_report(store: ResultStore, run_ids: Sequence[str], *, seed: int = DEFAULT_SEED,
+def load_report(store: Store, run_ids: Sequence[str], *, seed: int = DEFAULT_SEED,
                 n_boot: int = DEFAULT_N_BOOT) -> Report:
     """The report of the given (already resolved) run ids, read from `store`."""
     if not run_ids:
-        raise StoreError(f"no run given to report on from {store.path}",
+        raise StoreError(f"no run given to report on from {store.where}",
                          hint=f"name a run id (see `{followup.command('results', 'list')}`) "
                               "or use --latest")
     records = store.records(run_id=list(run_ids))
     if not records:
-        raise StoreError(f"runs {', '.join(run_ids)} have no records in {store.path}",
+        raise StoreError(f"runs {', '.join(run_ids)} have no records in {store.where}",
                          hint="the bench may have failed before measuring; see "
                               f"`{followup.command('results', 'list')}`")
     wanted = set(run_ids)

@@ -87,6 +87,10 @@ _CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inlin
         "img-src data:")
 
 
+# the page frame other pages reuse (the history page, `farm.report.history_html`)
+PAGE_CSS, PAGE_SCRIPT, PAGE_CSP = _CSS, _SCRIPT, _CSP
+
+
 def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-")
 

@@ -6,6 +6,7 @@ capped (its `isa` config flag) and a route that does not (ORT: MLAS picks its ke
 the CPU) ran too, the latency and decision captions name the levels each side ran at: the
 comparison is then not like for like (a Zen 3 runs ORT at AVX2; an AVX-512 host capped to
 avx2 still runs ORT at AVX-512). `isa_mismatches(report)` gives the same facts to callers.
+`cap_line(device, cap)` says the same in one line for a benchmark script's header.
 """
 
 from __future__ import annotations
@@ -28,6 +29,18 @@ def isa_mismatches(report: Any) -> dict[str, tuple[set[str], set[str]]]:
             free.setdefault(c.device, set()).add(c.isa or "unknown")
     return {d: (levels, free[d]) for d, levels in capped.items()
             if d in free and levels != free[d]}
+
+
+def cap_line(device: Any, cap: str | None, cpu: str = "") -> str:
+    """One line: the level each side of a run on `device` ran at, capped at `cap` (None: not)."""
+    uncappable = ", ".join(name for name, spec in ROUTES.items() if not spec.isa_capped)
+    cappable = ", ".join(name for name, spec in ROUTES.items() if spec.isa_capped)
+    cpu = f"CPU {cpu} " if cpu else ""
+    if cap is None or cap == device.level:
+        return f"{cpu}(level {device.level}): every route at that level, no cap"
+    return (f"{cpu}(level {device.level}): {cappable} capped at {cap} (--isa / FARM_ISA), "
+            f"{uncappable} uncapped at {device.level} ({uncappable} cannot be capped): not like "
+            f"for like with {uncappable}")
 
 
 def mark_isa(report: Any) -> None:

@@ -17,7 +17,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from farm.errors import StoreError
+from farm.errors import StoreUnavailable
 from farm.paths import free_bytes
 
 # SQLite's primary result codes that may mean "the disk", not "the file"
@@ -27,7 +27,7 @@ _LOW_SPACE = 1 << 20
 _OS_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
 
-class StoreDiskError(StoreError):
+class StoreDiskError(StoreUnavailable):
     """The disk under the store is full, failing or read-only (not damage in the file)."""
 
     def __init__(self, message: str, errno_: int) -> None:

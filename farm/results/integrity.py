@@ -110,6 +110,27 @@ def check_store(db: sqlite3.Connection) -> IntegrityReport:
     return report
 
 
+def check_rows(runs: list[tuple[Any, Any, Any]], records: list[tuple[Any, ...]]
+               ) -> IntegrityReport:
+    """The same checks over rows read by a backend with no damage reading (PostgreSQL):
+    `runs` are (run_id, status, meta text), `records` rows in `FIELD_NAMES` order."""
+    report = IntegrityReport()
+    run_ids = set()
+    for run_id, status, meta in runs:
+        report.runs_checked += 1
+        run_ids.add(run_id)
+        if status not in RUN_STATUSES:
+            report.problems.append(f"run {run_id}: unknown status {status!r}")
+        try:
+            json.loads(meta or "{}")
+        except ValueError as exc:
+            report.problems.append(f"run {run_id}: meta is not valid JSON ({exc})")
+    for row in records:
+        report.records_checked += 1
+        report.problems += _record_problems(dict(zip(FIELD_NAMES, row, strict=True)), run_ids)
+    return report
+
+
 def _record_problems(rec: dict[str, Any], run_ids: set[str]) -> list[str]:
     where = f"record {rec['record_id']} ({rec['device']}/{rec['route']})"
     problems = []

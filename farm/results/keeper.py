@@ -18,10 +18,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from farm.errors import StoreUnavailable
 from farm.paths import host_write_failure, is_host_disk_error
 from farm.results import provenance, spill
-from farm.results.disk import StoreDiskError
-from farm.results.store import ResultStore
+from farm.results.backend import Store
 from farm.results.validate import normalize_record
 
 STORE, SPILL, MEMORY = "store", "spill", "memory"  # where a write ended up
@@ -30,9 +30,9 @@ STORE, SPILL, MEMORY = "store", "spill", "memory"  # where a write ended up
 class Keeper:
     """See module docstring."""
 
-    def __init__(self, store: ResultStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.spill_file = spill.spill_path(store.path)
+        self.spill_file = store.spill_file
         self.problems: list[str] = []
         self._lock = threading.Lock()
         self._pending: dict[str, dict[str, Any]] = {}  # record id -> record not in the store
@@ -58,7 +58,7 @@ class Keeper:
         full = normalize_record(record)
         try:
             return self.store._insert(full), STORE
-        except StoreDiskError as exc:
+        except StoreUnavailable as exc:
             self._problem(str(exc))
             self.store.release_space()
         where = SPILL if self._spill({"kind": "record", "record": full}) else MEMORY
@@ -79,7 +79,7 @@ class Keeper:
         if stored:
             try:
                 self.store.set_status(stored, status, detail)
-            except StoreDiskError as exc:
+            except StoreUnavailable as exc:
                 self._problem(str(exc))
                 spilled += stored
                 where = MEMORY
@@ -95,7 +95,7 @@ class Keeper:
         try:
             self.store.finish_run(run_id, status)
             return STORE
-        except StoreDiskError as exc:
+        except StoreUnavailable as exc:
             self._problem(str(exc))
         entry = {"kind": "finish", "run_id": run_id, "status": status,
                  "finished_utc": provenance.utc_now()}

@@ -1,9 +1,10 @@
-"""Where a result store lives: a file path. A URL names a store this build cannot open.
+"""Where a result store lives: a SQLite file path, or a PostgreSQL URL.
 
 `--store postgresql://u@host:1/db` once created a SQLite file at
-`./postgresql:/u@host:1/db` (a path joins `//` into `/`) and reported success. Until a
-server-backed store exists, any `scheme://` is refused with a message naming the scheme;
-a password in the URL is never echoed.
+`./postgresql:/u@host:1/db` (a path joins `//` into `/`) and reported success. Now a
+`postgresql://` (or `postgres://`) URL names a server store (`farm.results.pg_store`) and
+any other `scheme://` is refused with a message naming the scheme; a password in the URL is
+never echoed (`redacted`).
 """
 
 from __future__ import annotations
@@ -26,16 +27,40 @@ def redacted(url: str) -> str:
     return f"{match['scheme']}://{rest}"
 
 
+SERVER_SCHEMES = ("postgresql", "postgres")
+
+
+def is_server_url(value: str | Path) -> bool:
+    """Whether `value` names a PostgreSQL store."""
+    match = _URL.match(str(value))
+    return bool(match) and match["scheme"].lower() in SERVER_SCHEMES
+
+
+def check_location(value: str | Path) -> str:
+    """`value` when it names a store farm can open (a path or a postgresql:// URL);
+    StoreError naming the scheme otherwise."""
+    if is_server_url(value):
+        return str(value)
+    store_location(value)
+    return str(value)
+
+
 def store_location(value: str | Path) -> Path:
-    """The store file `value` names; StoreError for a URL (no server store in this build)."""
+    """The store file `value` names; StoreError for a URL (a PostgreSQL one is opened by
+    `farm.results.open_store`, never as a file)."""
     text = str(value)
     match = _URL.match(text)
     if match:
+        scheme = match["scheme"].lower()
+        what = ("is a server store, not a file: open it with farm.results.open_store"
+                if scheme in SERVER_SCHEMES else
+                f"a {scheme}:// store is not supported: farm keeps results in a SQLite "
+                "file or a PostgreSQL database")
         raise StoreError(
-            f"result store {redacted(text)}: this farm keeps results in a SQLite file; "
-            f"a {match['scheme'].lower()}:// store is not supported",
+            f"result store {redacted(text)}: {what}",
             hint="give a file path (e.g. --store results.sqlite; default "
-                 "$FARM_HOME/results.sqlite, else ./.farm/results.sqlite)")
+                 "$FARM_HOME/results.sqlite, else ./.farm/results.sqlite) or a "
+                 "postgresql://USER@HOST:PORT/DB URL")
     if not text:
         raise StoreError("--store is empty", hint="give a file path or leave --store out")
     return Path(text)

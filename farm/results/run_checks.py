@@ -8,21 +8,21 @@ from typing import Any
 
 from farm import followup
 from farm.errors import StoreError
+from farm.results.backend import Store
 from farm.results.integrity import IntegrityReport
 from farm.results.schema import FAILED, PARTIAL
-from farm.results.store import ResultStore
 
 
-def assert_store_ok(store: ResultStore) -> IntegrityReport:
+def assert_store_ok(store: Store) -> IntegrityReport:
     """The integrity report of `store`; StoreError naming every problem if any."""
     report = store.integrity_check()
     if not report.ok:
-        raise StoreError(f"result store {store.path} failed its integrity check:\n"
+        raise StoreError(f"result store {store.where} failed its integrity check:\n"
                          + report.summary(), hint=f"see `{followup.command('results', 'check')}`")
     return report
 
 
-def records_by_device(store: ResultStore, run_id: str) -> dict[str, list[dict[str, Any]]]:
+def records_by_device(store: Store, run_id: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for rec in store.records(run_id):
         out.setdefault(rec["device"], []).append(rec)
@@ -30,7 +30,7 @@ def records_by_device(store: ResultStore, run_id: str) -> dict[str, list[dict[st
 
 
 def partial_run_problems(
-    store: ResultStore, run_id: str, failed_devices: set[str] | list[str],
+    store: Store, run_id: str, failed_devices: set[str] | list[str],
 ) -> list[str]:
     """What a run that lost `failed_devices` got wrong (empty list: handled well)."""
     problems: list[str] = []

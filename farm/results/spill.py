@@ -1,7 +1,9 @@
 """What the result store could not take, kept beside it until it can.
 
-When the disk under a store is full (or failing), `ResultStore.keep*` appends what it
-could not write to the spill file `<store>.spill` (`spill_path`), one JSON object a line:
+When a store cannot take a write now (the disk under a SQLite file is full or failing, a
+PostgreSQL server went away), the bench's keeper (`farm.results.keeper`) appends it to
+the store's spill file (`Store.spill_file`: `<store>.spill` beside a SQLite file,
+`spill_path`; under `$FARM_HOME/spill/` for a server), one JSON object a line:
 
   {"kind": "record", "record": {...}}        a whole record, already checked and completed
   {"kind": "status", "record_ids": [...], "status": S, "detail": D}   a failed set_status
@@ -56,6 +58,7 @@ def _locked(path: Path, *, create: bool) -> Iterator[BinaryIO | None]:
 def append(path: Path, entry: Entry) -> None:
     """Add one entry; OSError (the disk is full here too) leaves the file as it was."""
     line = json.dumps(entry, allow_nan=False).encode() + b"\n"
+    path.parent.mkdir(parents=True, exist_ok=True)  # a server store's: under $FARM_HOME/spill
     with _locked(path, create=True) as handle:
         assert handle is not None
         start = os.fstat(handle.fileno()).st_size

@@ -1,5 +1,7 @@
 """The SQLite result store: runs and their records, schema generated from `schema.FIELDS`.
 
+One of the two backends of `farm.results.backend.Store` (the other is PostgreSQL,
+`farm.results.pg_store`); `farm.results.open_store` picks it for a file path.
 File: `farm.paths.state_dir() / "results.sqlite"` unless a path is given (a path, never a
 URL: `farm.results.location`). Tables:
 
@@ -58,32 +60,30 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from farm import followup
 from farm.errors import StoreError
 from farm.paths import host_write_failure, state_dir
 from farm.results import controller, migrate, provenance, spill
+from farm.results.backend import (
+    COLUMNS_SQL,
+    RUN_CONTROLLER_COLUMNS,
+    RUNS_COLUMNS,
+    RunInfo,
+    Store,
+    record_row,
+)
 from farm.results.damage import is_damage, scan
 from farm.results.disk import StoreDiskError, connect, disk_errno, intact
 from farm.results.integrity import IntegrityReport, check_store
 from farm.results.location import store_location
-from farm.results.schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION
+from farm.results.schema import FIELD_NAMES, FIELDS, SCHEMA_VERSION, Field
 from farm.results.validate import RECORD_STATUSES, RUN_STATUSES, normalize_record
 
 STORE_FILENAME = "results.sqlite"
-SQL_TYPES = {"text": "TEXT", "int": "INTEGER", "real": "REAL", "json": "TEXT"}
-JSON_FIELDS = tuple(f.name for f in FIELDS if f.type == "json")
-COLUMNS_SQL = ", ".join(f'"{n}"' for n in FIELD_NAMES)
-
-# the run columns added by schema version 3 (the controller, `farm.results.controller`)
-RUN_CONTROLLER_COLUMNS = {"controller_pid": "INTEGER", "controller_host": "TEXT",
-                          "controller_started": "TEXT"}
-RUNS_COLUMNS = ("run_id", "started_utc", "finished_utc", "command", "status", "meta",
-                *RUN_CONTROLLER_COLUMNS)
+SQL_TYPES = migrate.SQLITE_TYPES
 
 __all__ = ["RUN_STATUSES", "IntegrityReport", "ResultStore", "RunInfo", "StoreDiskError",
            "default_store_path"]
@@ -102,26 +102,18 @@ def damaged_error(path: Path, what: str, exc: BaseException) -> StoreError:
              "into a new store (then use OUT.sqlite, or move it over this one)")
 
 
-@dataclass(frozen=True)
-class RunInfo:
-    run_id: str
-    started_utc: str
-    finished_utc: str | None
-    command: str
-    status: str
-    meta: dict[str, Any]
-    n_records: int
-
-
-def records_table_sql(*, if_not_exists: bool = False, link_runs: bool = True) -> str:
+def records_table_sql(*, if_not_exists: bool = False, link_runs: bool = True,
+                      types: Mapping[str, str] = SQL_TYPES,
+                      fields: Sequence[Field] = FIELDS) -> str:
     """CREATE TABLE statement of the records table, generated from `FIELDS`
-    (`link_runs`: run_id references the runs table, as in the store)."""
+    (`link_runs`: run_id references the runs table, as in the store; `types`: the
+    backend's SQL type of each field type)."""
     cols = ",\n  ".join(
-        f'"{f.name}" {SQL_TYPES[f.type]}'
+        f'"{f.name}" {types[f.type]}'
         + (" PRIMARY KEY" if f.name == "record_id" else "")
         + (" NOT NULL" if f.name == "run_id" else "")
         + (" REFERENCES runs(run_id)" if f.name == "run_id" and link_runs else "")
-        for f in FIELDS
+        for f in fields
     )
     return f"CREATE TABLE {'IF NOT EXISTS ' if if_not_exists else ''}records (\n  {cols}\n)"
 
@@ -143,18 +135,17 @@ def new_run_id() -> str:
     return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
-class ResultStore:
-    """Open (or create) a store; see the module docstring for its life cycle."""
+class ResultStore(Store):
+    """Open (or create) a SQLite store; see the module docstring for its life cycle."""
 
     def __init__(self, path: str | Path | None = None, *, create: bool = True) -> None:
         """`create=False` (readers such as `farm results`) refuses a missing file instead
         of leaving an empty store behind."""
+        super().__init__()
         self.path = store_location(path) if path is not None else default_store_path()
+        self.where = str(self.path)
+        self.spill_file = spill.spill_path(self.path)
         self._lock = threading.RLock()
-        self.migrated: list[str] = []  # columns added when this store was opened
-        self.read_only = False  # opened immutable: the disk is full, the file intact
-        self.interrupted: dict[str, str] = {}  # run id -> why (its controller died)
-        self.replayed = 0  # spill entries written into the store when it was opened
         if not create and not self.path.exists():
             raise StoreError(f"no result store at {self.path}",
                              hint="run `farm bench` first, or point --store at a store file")
@@ -228,8 +219,9 @@ class ResultStore:
         version = row[0] if row else None
         if version is not None and version.isdigit() and not self.read_only and \
                 migrate.OLDEST_MIGRATABLE <= int(version) < SCHEMA_VERSION:
-            self.migrated = migrate.upgrade(self._db, self.path, FIELDS, int(version),
-                                            SCHEMA_VERSION, RUN_CONTROLLER_COLUMNS)
+            self.migrated = migrate.upgrade(migrate.SqliteSchema(self._db), str(self.path),
+                                            FIELDS, int(version), SCHEMA_VERSION,
+                                            RUN_CONTROLLER_COLUMNS)
             version = str(SCHEMA_VERSION)
         if version != str(SCHEMA_VERSION):
             newer = version is not None and version.isdigit() and int(version) > SCHEMA_VERSION
@@ -284,7 +276,7 @@ class ResultStore:
                         db.execute("UPDATE runs SET status = 'interrupted', meta = ? "
                                    "WHERE run_id = ? AND status = 'running'",
                                    (json.dumps(full), run_id))
-            self.replayed = spill.replay(spill.spill_path(self.path), self._apply_spill)
+            self.replayed = spill.replay(self.spill_file, self._apply_spill)
         except (StoreError, OSError, ValueError):
             return
 
@@ -368,12 +360,6 @@ class ResultStore:
         with self._lock:
             self._db.close()
 
-    def __enter__(self) -> ResultStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- runs ----------------------------------------------------------------------------
     def start_run(self, command: str | Sequence[str], meta: Mapping[str, Any] | None = None
                   ) -> str:
@@ -439,31 +425,17 @@ class ResultStore:
             out.append(RunInfo(*row[:4], status=status, meta=meta, n_records=row[6]))
         return out
 
-    def resolve_run(self, prefix: str) -> str:
-        """The run id matching `prefix` exactly or as a unique prefix; "latest" is the
-        most recently started run."""
+    def _latest_run(self) -> str | None:
         with self._reading("reading the runs") as db:
-            if prefix == "latest":
-                row = db.execute(
-                    "SELECT run_id FROM runs ORDER BY started_utc DESC, run_id DESC LIMIT 1"
-                ).fetchone()
-                if row is None:
-                    raise StoreError(f"no runs in {self.path}",
-                                     hint=f"run `{followup.command('bench')}` first")
-                return str(row[0])
-            ids = [r[0] for r in db.execute(
+            row = db.execute("SELECT run_id FROM runs ORDER BY started_utc DESC, run_id DESC "
+                             "LIMIT 1").fetchone()
+        return None if row is None else str(row[0])
+
+    def _runs_with_prefix(self, prefix: str) -> list[str]:
+        with self._reading("reading the runs") as db:
+            return [str(r[0]) for r in db.execute(
                 "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY run_id",
                 (len(prefix), prefix))]
-        if prefix in ids:
-            return prefix
-        if not ids:
-            raise StoreError(f"no run matches {prefix!r} in {self.path}",
-                             hint=f"see `{followup.command('results', 'list')}` for run ids")
-        if len(ids) > 1:
-            shown = ", ".join(ids[:5]) + (" ..." if len(ids) > 5 else "")
-            raise StoreError(f"run prefix {prefix!r} is ambiguous: {shown}",
-                             hint="give more characters of the run id")
-        return str(ids[0])
 
     # -- meta ----------------------------------------------------------------------------
     def set_meta(self, key: str, value: str) -> None:
@@ -482,16 +454,7 @@ class ResultStore:
         return {str(k)[len(prefix):]: str(v) for k, v in rows}
 
     # -- records -------------------------------------------------------------------------
-    def add(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate, complete (see `validate.normalize_record`) and store one record in
-        its own transaction; returns the stored record."""
-        return self._insert(normalize_record(record))
-
-    @staticmethod
-    def _row(full: Mapping[str, Any]) -> list[Any]:
-        return [json.dumps(full[f.name], allow_nan=False)
-                if f.type == "json" and full[f.name] is not None else full[f.name]
-                for f in FIELDS]
+    _row = staticmethod(record_row)
 
     def _insert(self, full: dict[str, Any]) -> dict[str, Any]:
         values = self._row(full)
@@ -521,22 +484,13 @@ class ResultStore:
                 if cur.rowcount != 1:
                     raise StoreError(f"record {record_id!r} is not in {self.path}")
 
-    def records(self, run_id: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+    def records(self, run_id: str | list[str] | None = None, **filters: Any
+                ) -> list[dict[str, Any]]:
         """Records in write order, filtered by equality on any field (a list/tuple value
         means "any of"); JSON fields are parsed."""
         if run_id is not None:
             filters["run_id"] = run_id
-        where, params = [], []
-        for name, value in filters.items():
-            if name not in FIELD_NAMES:
-                raise StoreError(f"cannot filter records on {name!r}: not a record field")
-            if isinstance(value, (list, tuple, set, frozenset)):
-                values = list(value)
-                where.append(f'"{name}" IN ({", ".join("?" * len(values))})')
-                params += values
-            else:
-                where.append(f'"{name}" = ?')
-                params.append(value)
+        where, params = self._filters(filters, "?")
         sql = f"SELECT {COLUMNS_SQL} FROM records" + (
             " WHERE " + " AND ".join(where) if where else "")
         what = f"reading the records of run {run_id}" if run_id else "reading records"
@@ -572,18 +526,19 @@ class ResultStore:
         rows.sort(key=lambda item: (item[1][index["created_utc"]] or "", item[0]))
         return [row for _, row in rows]
 
-    def _decode(self, row: Sequence[Any]) -> dict[str, Any]:
-        rec = dict(zip(FIELD_NAMES, row, strict=True))
-        for name in JSON_FIELDS:
-            if rec[name] is not None:
-                try:
-                    rec[name] = json.loads(rec[name])
-                except ValueError as exc:
-                    raise StoreError(
-                        f"{self.path}: record {rec['record_id']}: field {name!r} is not "
-                        f"valid JSON ({exc})", hint=f"run `{followup.command('results', 'check')}`",
-                    ) from exc
-        return rec
+    def import_run(self, run: RunInfo, records: Sequence[Mapping[str, Any]]
+                   ) -> tuple[bool, int]:
+        marks = ", ".join("?" * len(FIELDS))
+        with self._transaction() as db:
+            cur = db.execute("INSERT OR IGNORE INTO runs (run_id, started_utc, finished_utc, "
+                             "command, status, meta) VALUES (?, ?, ?, ?, ?, ?)",
+                             (run.run_id, run.started_utc, run.finished_utc, run.command,
+                              run.status, json.dumps(run.meta)))
+            run_added = cur.rowcount == 1
+            before = db.total_changes
+            db.executemany(f"INSERT OR IGNORE INTO records ({COLUMNS_SQL}) VALUES ({marks})",
+                           [self._row(r) for r in records])
+            return run_added, db.total_changes - before
 
     def integrity_check(self) -> IntegrityReport:
         """SQLite's own check, JSON fields parse, statistics match `samples_ms`,

@@ -14,17 +14,17 @@ import re
 from collections.abc import Sequence
 
 from farm.errors import StoreError, UsageError
-from farm.results.store import ResultStore
+from farm.results.backend import Store
 
 PREFIX = "tag:"
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
 
 
-def tags(store: ResultStore) -> dict[str, list[str]]:
+def tags(store: Store) -> dict[str, list[str]]:
     return {name: value.split(",") for name, value in store.meta_items(PREFIX).items()}
 
 
-def resolve_runs(store: ResultStore, ref: str) -> list[str]:
+def resolve_runs(store: Store, ref: str) -> list[str]:
     """Run ids for `ref`: tag name, run id, unique prefix or "latest"."""
     run_ids = tags(store).get(ref)
     if run_ids is None:
@@ -32,12 +32,12 @@ def resolve_runs(store: ResultStore, ref: str) -> list[str]:
     known = {r.run_id for r in store.runs()}
     gone = [r for r in run_ids if r not in known]
     if gone:
-        raise StoreError(f"tag {ref!r} names run(s) {', '.join(gone)}, not in {store.path}",
+        raise StoreError(f"tag {ref!r} names run(s) {', '.join(gone)}, not in {store.where}",
                          hint=f"re-tag it: farm results tag RUN {ref}")
     return run_ids
 
 
-def resolve(store: ResultStore, ref: str) -> str:
+def resolve(store: Store, ref: str) -> str:
     run_ids = resolve_runs(store, ref)
     if len(run_ids) != 1:
         raise StoreError(f"tag {ref!r} names {len(run_ids)} runs; this needs one",
@@ -45,7 +45,7 @@ def resolve(store: ResultStore, ref: str) -> str:
     return run_ids[0]
 
 
-def tag_runs(store: ResultStore, runs: Sequence[str], name: str) -> list[str]:
+def tag_runs(store: Store, runs: Sequence[str], name: str) -> list[str]:
     """Tag the runs the refs in `runs` resolve to as `name`; returns their ids."""
     if not _NAME_RE.fullmatch(name) or name == "latest":
         raise UsageError(f"tag name {name!r} is not valid",
@@ -58,6 +58,6 @@ def tag_runs(store: ResultStore, runs: Sequence[str], name: str) -> list[str]:
     return run_ids
 
 
-def tag_run(store: ResultStore, run: str, name: str) -> str:
+def tag_run(store: Store, run: str, name: str) -> str:
     """Tag the one run `run` resolves to as `name`; returns its id."""
     return tag_runs(store, [resolve(store, run)], name)[0]

@@ -19,7 +19,7 @@ from typing import Any
 from farm.results import gate, tags
 from farm.results.emulation import device_label, is_emulated
 from farm.results.floor import load_floors
-from farm.results.store import ResultStore
+from farm.results.open_store import open_store
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class GateCheck:
 @dataclass
 class FarmResult:
     record: dict[str, Any]
-    store_path: Path
+    store_path: str | Path
     checks: list[GateCheck] = field(default_factory=list)
 
     @property
@@ -97,7 +97,7 @@ class FarmResult:
                        alpha: float = 0.05) -> GateCheck:
         """Gate this record against the same configuration in the run(s) `ref` names."""
         max_slowdown = gate.parse_slowdown(limit) if isinstance(limit, str) else float(limit)
-        with ResultStore(self.store_path, create=False) as store:
+        with open_store(self.store_path, create=False) as store:
             base = store.records(run_id=tags.resolve_runs(store, ref))
             floors = load_floors(store, [str(self.record["device"])])
         result = gate.gate_records(base, [self.record], max_slowdown=max_slowdown,

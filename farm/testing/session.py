@@ -12,7 +12,6 @@ every run of the session (`--farm-tag`), e.g. `main` on the main branch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from farm.bench.config import DEFAULT_ROUNDS, BenchConfig, Policy
@@ -20,7 +19,8 @@ from farm.bench.lease import DeviceLease
 from farm.inventory import load_inventory
 from farm.inventory.device import Device
 from farm.results import tags
-from farm.results.store import ResultStore, default_store_path
+from farm.results.open_store import open_store, store_target
+from farm.results.store import default_store_path
 from farm.testing.result import FarmResult
 
 # a test bench is short by default: the suite's wall time matters more than a tight CI.
@@ -42,7 +42,7 @@ class RouteUnavailable(Exception):
 class FarmSession:
     inventory_path: str | None
     device_name: str
-    store_path: Path
+    store_path: str  # a file path or a postgresql:// URL (`farm.results.open_store`)
     lock_wait_s: float = 60.0
     run_ids: list[str] = field(default_factory=list)
     results: list[tuple[str, FarmResult]] = field(default_factory=list)
@@ -53,7 +53,7 @@ class FarmSession:
     def from_options(cls, inventory: str | None, device: str | None, store: str | None,
                      lock_wait_s: float) -> FarmSession:
         return cls(inventory, device or "local",
-                   Path(store) if store else default_store_path(), lock_wait_s)
+                   str(store_target(store) or default_store_path()), lock_wait_s)
 
     def device(self, name: str | None = None) -> Device:
         return load_inventory(self.inventory_path).get(name or self.device_name)
@@ -77,7 +77,7 @@ class FarmSession:
                                    threads=threads, policy=policy or FAST_POLICY, pause_s=0.0,
                                    profile_runs=profile_runs, lock_wait_s=self.lock_wait_s,
                                    repeats=rounds, **config)
-        with ResultStore(self.store_path) as store:
+        with open_store(self.store_path) as store:
             result = run_bench([device], bench_config, store,
                                ["pytest", nodeid, "farm_bench", f"model={model}",
                                 f"route={route}"])
@@ -101,7 +101,7 @@ class FarmSession:
     def tag(self, name: str) -> list[str]:
         if not self.run_ids:
             return []
-        with ResultStore(self.store_path) as store:
+        with open_store(self.store_path) as store:
             return tags.tag_runs(store, self.run_ids, name)
 
 

@@ -261,6 +261,35 @@ static void gemm_case(const fk_kernels *k, int kind, int M, int N, int K, int ep
     free(a), free(w), free(bias), free(wq), free(aq), free(as), free(ws), free(res), free(res_scale);
 }
 
+/* int8 sums exact at the extremes of the range: A and W all +-127 with runs of one sign, so
+ * every adjacent pair of products is 2 * 127 * 127 (and a product's unsigned-side form,
+ * a + 128 = 255, would give 2 * 255 * 127): a scheme whose int16 pair sums saturate
+ * (VPMADDUBSW on u8 x s8, ORT's U8S8 AVX2 path) fails here. Scales of 1 keep every sum an
+ * integer below 2^24, so the float outputs are compared exactly. */
+static void gemm_i8_extremes(const fk_kernels *k, int M, int N, int K) {
+    const int K4 = FK_K4(K);
+    int8_t *q = calloc((size_t)M * K4, 1), *wt = malloc((size_t)N * K), *wp = malloc(fk_packed_b_i8_size(K, N));
+    float *as = malloc(4 * M), *ws = malloc(4 * N), *want = calloc((size_t)M * N, 4), *got = calloc((size_t)M * N, 4);
+    for (int m = 0; m < M; m++) {
+        as[m] = 1.0f;
+        for (int kk = 0; kk < K; kk++) q[(size_t)m * K4 + kk] = (int8_t)(((kk / 8 + m) & 1) ? -127 : 127);
+    }
+    for (int n = 0; n < N; n++) {
+        ws[n] = 1.0f;
+        for (int kk = 0; kk < K; kk++) wt[(size_t)n * K + kk] = (int8_t)(((kk / 4 + n) % 3) ? 127 : -127);
+    }
+    fk_pack_b_i8(K, N, wt, wp);
+    fk_gemm_args g = {0};
+    g.M = M, g.N = N, g.K = K, g.ldc = N, g.epi = FK_EPI_NONE, g.aq = q, g.lda = K4, g.a_scale = as, g.w = wp,
+    g.w_scale = ws;
+    g.c = want, fk_gemm_i8_generic(&g, 0, M, 0, N);
+    g.c = got, k->gemm_i8(&g, 0, M, 0, N);
+    char what[96];
+    snprintf(what, sizeof what, "extremes M=%d N=%d K=%d", M, N, K);
+    check(what, M * N, got, want, 0.0f, 0.0f);
+    free(q), free(wt), free(wp), free(as), free(ws), free(want), free(got);
+}
+
 static void test_gemm(const fk_kernels *k) {
     static const char *names[] = {"gemm_f32", "gemm_i8", "gemm_q4_0"};
     for (int kind = 0; kind < 3; kind++) {
@@ -295,6 +324,7 @@ static void test_gemm(const fk_kernels *k) {
                                    FK_EPI_BIAS_GELU_TANH, FK_EPI_BIAS_GELU_TAB, FK_EPI_BIAS_RES};
         for (int e = 0; e < (int)(sizeof EPIS / sizeof EPIS[0]); e++)
             gemm_case(k, kind, e % 2 ? 33 : 16, e % 3 ? 70 : 64, kind == 2 ? 2112 : 2100, EPIS[e]);
+        if (kind == 1) gemm_i8_extremes(k, 13, 37, 65), gemm_i8_extremes(k, 64, 32, 512);
         end();
     }
 }

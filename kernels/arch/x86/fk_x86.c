@@ -84,6 +84,13 @@ typedef __m512i vi;
 #else
 #define VL 8
 #define FK_MR 6
+/* A broadcast from its rows (vbroadcastss from memory: a load, no shuffle) here too: the
+ * packed copy cost 6-8 % of MobileBERT's K = 128 and 512 GEMMs at 256 bits (this Ice Lake
+ * capped at avx2: 128 x 128 x 128 94 -> 101 GFLOP/s, 128 x 128 x 512 96 -> 104, 128 x 512 x 128
+ * unchanged at 99; attention S=128 D=32 48-49 -> 55; FMA peak 112) */
+#ifndef FK_A_ROWS
+#define FK_A_ROWS 1
+#endif
 typedef __m256 vf;
 typedef __m256i vi;
 #define vload _mm256_loadu_ps
@@ -119,7 +126,24 @@ static inline void vstore_i8(int8_t *p, __m256 v) {
     __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
     _mm_storel_epi64((__m128i *)p, _mm_packs_epi16(h, h));
 }
+/* 32 values: the in-lane packs leave 4-byte groups in the order a0 b0 c0 d0 a1 b1 c1 d1 (a0: a's
+ * first 4), which one dword permute puts back; ~8 uops where 4 vstore_i8 take 20 (quantising
+ * MobileBERT's FC inputs cost ~7 % of its int8 time at avx2) */
+#define FK_STORE_I8X4 1
+static inline void vstore_i8x4(int8_t *p, __m256 a, __m256 b, __m256 c, __m256 d) {
+    const __m256i ab = _mm256_packs_epi32(_mm256_cvtps_epi32(a), _mm256_cvtps_epi32(b));
+    const __m256i cd = _mm256_packs_epi32(_mm256_cvtps_epi32(c), _mm256_cvtps_epi32(d));
+    const __m256i r = _mm256_packs_epi16(ab, cd);
+    _mm256_storeu_si256((__m256i *)p, _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
 #endif
+
+/* v unchanged, hidden from the optimiser: a mul before it and an add after it stay two
+ * roundings (GCC contracts intrinsics' mul + add into an FMA under -ffp-contract=fast) */
+static inline vf vopaque(vf v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
 
 static inline vf vcopysign(vf mag, vf sgn) {
     vi m = vi_set1(0x7fffffff);
@@ -287,9 +311,8 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
 }
 #else
 /* int8 GEMM on weights packed in 4-k groups (fk_pack_b_i8). AVX-512 VNNI: vpdpbusd with the
- * weights made unsigned (+128) and 128 * the row's sum of A subtracted before scaling. AVX2:
- * vpmaddubsw on |a| and sign(w, a) (no saturation: |a|, |w| <= 127), then vpmaddwd, under the
- * packed-A driver shared with arm (common/fk_i8_driver.inc). */
+ * weights made unsigned (+128) and 128 * the row's sum of A subtracted before scaling. AVX2
+ * (and AVX-512 without VNNI): vpmaddwd on int16, A packed once per call (below). */
 #if defined(__AVX512VNNI__)
 /* VNNI: 8 rows x 32 columns (two adjacent weight panels) in 16 zmm accumulators, the epilogue
  * on the accumulators. vpdpbusd multiplies unsigned by signed bytes and broadcasts only its
@@ -401,27 +424,116 @@ void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
     }
 }
 #else
+/* Without VNNI (avx2 and avx512 tables): VPMADDWD on 16-bit values, MLAS's U8U8 AVX2 scheme
+ * (QgemmU8U8KernelAvx2.S) for signed bytes. A is sign-extended to int16 once, when its rows
+ * are packed; a weight group (16 bytes: 4 columns x 4 k's) is sign-extended by one VPMOVSXBW
+ * from memory and shared by the I8_MR rows; each VPMADDWD multiplies 8 pairs of int16 and
+ * sums each pair into int32 (lane 2j: column j, k 0-1; lane 2j+1: k 2-3), and a VPHADDD at
+ * the end of the tile folds the two halves. Products of int8 in int16 and pair sums in int32
+ * cannot overflow, for any int8 (-128 included), so the sums are exact without any bound on
+ * the quantisation. The sign trick it replaces (VPMADDUBSW(|a|, sign(w, a)) + VPMADDWD) cost
+ * 9 vector uops per 64 products (7 of them on the two multiply ports); this costs 2 per 16
+ * (VPMADDWD + VPADDD, the add on any of three ports) plus 2 VPMOVSXBW per group shared by the
+ * tile's rows: ~22 products a cycle on 3 vector ports instead of ~18. VPMADDUBSW alone (ORT's
+ * U8S8 path, 32 products in 3 uops) is faster but its int16 pair sums saturate. */
+/* 4 rows, not 6: 6 x 8 would fill the 16 registers (12 accumulators) and needs fewer weight
+ * extensions per product, but 128-row GEMMs (and 64-row tasks) are whole 4-row blocks and
+ * pay for 2-4 padding rows in 6-row ones: 4 rows measured 1-2 % faster on MobileBERT shapes. */
 #define I8_MR 4
 #define I8_NP 1
-static inline void ukernel_i8(int ng, const uint32_t *a, const int8_t *b, int32_t *c) {
-    __m256i acc[I8_MR][2];
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int i = 0; i < I8_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
-    for (int q = 0; q < ng; q++) {
-        __m256i b0 = _mm256_loadu_si256((const __m256i *)(b + (size_t)q * 64));
-        __m256i b1 = _mm256_loadu_si256((const __m256i *)(b + (size_t)q * 64 + 32));
-        for (int i = 0; i < I8_MR; i++) {
-            __m256i ab = _mm256_set1_epi32((int)a[q * I8_MR + i]), ax = _mm256_abs_epi8(ab);
-            acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(b0, ab)), ones));
-            acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(b1, ab)), ones));
+/* I8_MR rows x 16 columns as two 8-column halves (2 accumulators a row each, 2 weight
+ * registers, 2 temporaries). a: per 4-k group q and row i, 4 int16 at
+ * a + (q * I8_MR + i) * 4. c: I8_MR x FK_NR int32. A row's broadcast, products and adds are
+ * one asm statement: in C, GCC (12) hoisted all six broadcasts to the top of the k loop and
+ * kept the accumulators on the stack, whatever the accumulators' form. */
+#define I8W_ROW(i)                                                                  \
+    __asm__("vpbroadcastq %[a], %[t]\n\t"                                            \
+            "vpmaddwd %[b0], %[t], %[u]\n\t"                                         \
+            "vpaddd %[u], %[x0], %[x0]\n\t"                                          \
+            "vpmaddwd %[b1], %[t], %[t]\n\t"                                         \
+            "vpaddd %[t], %[x1], %[x1]"                                              \
+            : [x0] "+x"(c##i##0), [x1] "+x"(c##i##1), [t] "=&x"(t), [u] "=&x"(u)      \
+            : [a] "m"(*(const long long *)(aq + (i) * 4)), [b0] "x"(b0), [b1] "x"(b1));
+#define I8W_STORE(i) /* [c0 c1 c4 c5 | c2 c3 c6 c7] -> c0..c7 */                     \
+    _mm256_storeu_si256((__m256i *)(c + (i) * FK_NR + h * 8),                        \
+                        _mm256_permute4x64_epi64(_mm256_hadd_epi32(c##i##0, c##i##1), 0xD8));
+static void ukernel_i8w(int ng, const int16_t *a, const int8_t *b, int32_t *c) {
+    for (int h = 0; h < 2; h++) {
+        __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+                c31 = c00;
+        const int8_t *bh = b + h * 32;
+        for (int q = 0; q < ng; q++) {
+            const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bh + (size_t)q * 64)));
+            const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(bh + (size_t)q * 64 + 16)));
+            const int16_t *aq = a + (size_t)q * I8_MR * 4;
+            __m256i t, u;
+            I8W_ROW(0) I8W_ROW(1) I8W_ROW(2) I8W_ROW(3)
         }
-    }
-    for (int i = 0; i < I8_MR; i++) {
-        _mm256_storeu_si256((__m256i *)(c + i * FK_NR), acc[i][0]);
-        _mm256_storeu_si256((__m256i *)(c + i * FK_NR + 8), acc[i][1]);
+        I8W_STORE(0) I8W_STORE(1) I8W_STORE(2) I8W_STORE(3)
     }
 }
-#include "../../common/fk_i8_driver.inc"
+#undef I8W_ROW
+#undef I8W_STORE
+
+void FK_FN(fk_gemm_i8)(const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
+    if (m1 <= m0 || n1 <= n0) return;
+    const int ng = FK_K4(g->K) / 4, nmb = (m1 - m0 + I8_MR - 1) / I8_MR;
+    /* A packed once per call: I8_MR-row micro-panels, int16 (2 floats of scratch per group and row) */
+    int16_t *ap = (int16_t *)FK_FN(tls_floats)((size_t)nmb * I8_MR * ng * 2);
+    for (int mb = 0; mb < nmb; mb++) {
+        int16_t *dst = ap + (size_t)mb * ng * I8_MR * 4;
+        for (int i = 0; i < I8_MR; i++) {
+            int row = m0 + mb * I8_MR + i;
+            if (row >= m1) row = m1 - 1; /* padding rows repeat a real one; results dropped */
+            const int8_t *src = (const int8_t *)g->aq + (size_t)row * g->lda;
+            int q = 0;
+            for (; q + 4 <= ng; q += 4) { /* 16 bytes -> 4 groups of 4 int16 */
+                const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(src + 4 * q)));
+                _mm_storel_epi64((__m128i *)(dst + ((size_t)q * I8_MR + i) * 4), _mm256_castsi256_si128(w));
+                _mm_storeh_pd((double *)(dst + ((size_t)(q + 1) * I8_MR + i) * 4),
+                              _mm_castsi128_pd(_mm256_castsi256_si128(w)));
+                _mm_storel_epi64((__m128i *)(dst + ((size_t)(q + 2) * I8_MR + i) * 4), _mm256_extracti128_si256(w, 1));
+                _mm_storeh_pd((double *)(dst + ((size_t)(q + 3) * I8_MR + i) * 4),
+                              _mm_castsi128_pd(_mm256_extracti128_si256(w, 1)));
+            }
+            for (; q < ng; q++)
+                for (int t = 0; t < 4; t++) dst[((size_t)q * I8_MR + i) * 4 + t] = src[4 * q + t];
+        }
+    }
+    int32_t tile[I8_MR * FK_NR];
+    const int fuse = FK_FN(epi_in_regs)(g), res = g->epi == FK_EPI_BIAS_RES;
+    for (int p = n0 / FK_NR; p * FK_NR < n1; p++) {
+        const int col = p * FK_NR, nc = n1 - col < FK_NR ? n1 - col : FK_NR;
+        const int8_t *b = (const int8_t *)g->w + (size_t)p * ng * 64;
+        float ws[FK_NR];
+        for (int j = 0; j < FK_NR; j++) ws[j] = j < nc ? g->w_scale[col + j] : 0.0f;
+        float bt[FK_NR];
+        FK_FN(bias_tile)(g, col, nc, bt);
+        for (int mb = 0; mb < nmb; mb++) {
+            const int m = m0 + mb * I8_MR, mr = m1 - m < I8_MR ? m1 - m : I8_MR;
+            ukernel_i8w(ng, ap + (size_t)mb * ng * I8_MR * 4, b, tile);
+            for (int i = 0; i < mr; i++) {
+                float *c = g->c + (size_t)(m + i) * g->ldc + col, out[FK_NR];
+                /* a whole panel is stored straight to C (a memcpy call per row cost ~10 % of
+                 * a 128 x 128 x 128 GEMM); a partial one through out */
+                float *dst = nc == FK_NR ? c : out;
+                const int res_here = res && dst == c; /* the residual on a whole panel in registers */
+                const vf sa = vset1(g->a_scale[m + i]);
+                const float *r = res_here ? g->res + (size_t)(m + i) * g->ldres + col : NULL;
+                for (int j = 0; j < FK_NR; j += VL) {
+                    /* opaque: the bias add is never contracted into an FMA with the scale, so
+                     * the float result is the reference kernel's (and the unfused steps') */
+                    vf v = vopaque(vmul(vmul(vcvt_f(vi_load(tile + i * FK_NR + j)), sa), vload(ws + j)));
+                    if (fuse) v = FK_FN(epi_act)(g->epi, vadd(v, vload(bt + j)));
+                    if (res_here) v = vfma(vload(r + j), vload(g->res_scale + col + j), vopaque(vadd(v, vload(bt + j))));
+                    vstore(dst + j, v);
+                }
+                if (dst == out) memcpy(c, out, sizeof(float) * nc);
+                if (!fuse && !res_here) FK_FN(epilogue_row)(g, c, m + i, col, nc);
+            }
+        }
+    }
+}
 #endif /* __AVX512VNNI__ */
 #endif /* __AMX_INT8__ */
 
@@ -457,40 +569,66 @@ static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const 
     for (int i = 0; i < Q4_MR; i++) _mm512_storeu_ps(c + i * FK_NR, facc[i]);
 }
 #else
-#define Q4_MR 2
+/* Without VNNI: the nibbles stay unsigned (q in 0..15, no - 8) as VPMADDUBSW's unsigned side
+ * and the Q8_0 activations are its signed side; the - 8 comes back as 8 * the block's sum of
+ * A (Q4_ASUM: the driver packs one per row and block), subtracted in int32. A pair sum is at
+ * most 2 * 15 * 128 = 3840 in magnitude, so VPMADDUBSW never saturates and a block's 8 groups
+ * add up in int16 (at most 30720 < 32767) before one VPMADDWD widens them: 2 uops per 32
+ * products (VPMADDUBSW + VPADDW) where the sign trick took 4.5 (VPABSB, VPSIGNB, VPMADDUBSW,
+ * VPMADDWD, VPADDD). Tile 4 rows x 16 columns: 8 int16 accumulators, 4 weight registers and
+ * 2 broadcasts; the fp32 sums of the blocks live in the C tile (L1), touched once a block. */
+#define Q4_MR 4
 #define Q4_XOR 0u
-static inline void ukernel_q4(int nb, const uint32_t *a, const float *ad, const fk_panel_q4_0 *w, float *c) {
-    __m256 facc[Q4_MR][2];
-    for (int i = 0; i < Q4_MR; i++) facc[i][0] = facc[i][1] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), s8 = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+#define Q4_ASUM 1
+/* one row of one 4-k group pair (h, h + 4): in asm, as the int8 kernel's rows, so the eight
+ * int16 accumulators stay in registers (GCC hoisted the broadcasts and spilled them) */
+#define Q4_ROW(i)                                                                                      \
+    __asm__("vpbroadcastd %[al], %[t]\n\t"                                                              \
+            "vpmaddubsw %[t], %[l0], %[u]\n\t"                                                          \
+            "vpaddw %[u], %[x0], %[x0]\n\t"                                                             \
+            "vpmaddubsw %[t], %[l1], %[t]\n\t"                                                          \
+            "vpaddw %[t], %[x1], %[x1]\n\t"                                                             \
+            "vpbroadcastd %[ah], %[t]\n\t"                                                              \
+            "vpmaddubsw %[t], %[u0], %[u]\n\t"                                                          \
+            "vpaddw %[u], %[x0], %[x0]\n\t"                                                             \
+            "vpmaddubsw %[t], %[u1], %[t]\n\t"                                                          \
+            "vpaddw %[t], %[x1], %[x1]"                                                                 \
+            : [x0] "+x"(s##i##0), [x1] "+x"(s##i##1), [t] "=&x"(t), [u] "=&x"(u)                        \
+            : [al] "m"(ab[h * Q4_MR + (i)]), [ah] "m"(ab[(h + 4) * Q4_MR + (i)]), [l0] "x"(l0), [l1] "x"(l1), \
+              [u0] "x"(u0), [u1] "x"(u1));
+#define Q4_ACC(i)                                                                                      \
+    {                                                                                                  \
+        const __m256i corr = _mm256_set1_epi32(8 * as[b * Q4_MR + (i)]);                               \
+        const __m256 sa = _mm256_set1_ps(ad[b * Q4_MR + (i)]);                                         \
+        const __m256 x0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(s##i##0, ones), corr)); \
+        const __m256 x1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_madd_epi16(s##i##1, ones), corr)); \
+        float *ci = c + (i) * FK_NR;                                                                   \
+        _mm256_storeu_ps(ci, _mm256_fmadd_ps(x0, _mm256_mul_ps(wd0, sa), _mm256_loadu_ps(ci)));         \
+        _mm256_storeu_ps(ci + 8, _mm256_fmadd_ps(x1, _mm256_mul_ps(wd1, sa), _mm256_loadu_ps(ci + 8))); \
+    }
+static void ukernel_q4s(int nb, const uint32_t *a, const float *ad, const int32_t *as, const fk_panel_q4_0 *w,
+                        float *c) {
+    memset(c, 0, sizeof(float) * Q4_MR * FK_NR);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     for (int b = 0; b < nb; b++) {
-        __m256i acc[Q4_MR][2];
-        for (int i = 0; i < Q4_MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
         const uint32_t *ab = a + (size_t)b * 8 * Q4_MR;
-        for (int h = 0; h < 8; h++) {
-            __m256i v0 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * (h & 3)));
-            __m256i v1 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * (h & 3) + 32));
-            if (h >= 4) v0 = _mm256_srli_epi16(v0, 4), v1 = _mm256_srli_epi16(v1, 4);
-            v0 = _mm256_sub_epi8(_mm256_and_si256(v0, m4), s8);
-            v1 = _mm256_sub_epi8(_mm256_and_si256(v1, m4), s8);
-            for (int i = 0; i < Q4_MR; i++) {
-                __m256i ab4 = _mm256_set1_epi32((int)ab[h * Q4_MR + i]), ax = _mm256_abs_epi8(ab4);
-                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(v0, ab4)), ones));
-                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(v1, ab4)), ones));
-            }
+        __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+                s31 = s00;
+        for (int h = 0; h < 4; h++) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * h));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(w[b].qs + 64 * h + 32));
+            const __m256i l0 = _mm256_and_si256(v0, m4), l1 = _mm256_and_si256(v1, m4);
+            const __m256i u0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+            const __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+            __m256i t, u;
+            Q4_ROW(0) Q4_ROW(1) Q4_ROW(2) Q4_ROW(3)
         }
         const __m256 wd0 = _mm256_loadu_ps(w[b].d), wd1 = _mm256_loadu_ps(w[b].d + 8);
-        for (int i = 0; i < Q4_MR; i++) {
-            __m256 sa = _mm256_set1_ps(ad[b * Q4_MR + i]);
-            facc[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][0]), _mm256_mul_ps(wd0, sa), facc[i][0]);
-            facc[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][1]), _mm256_mul_ps(wd1, sa), facc[i][1]);
-        }
-    }
-    for (int i = 0; i < Q4_MR; i++) {
-        _mm256_storeu_ps(c + i * FK_NR, facc[i][0]);
-        _mm256_storeu_ps(c + i * FK_NR + 8, facc[i][1]);
+        Q4_ACC(0) Q4_ACC(1) Q4_ACC(2) Q4_ACC(3)
     }
 }
+#undef Q4_ROW
+#undef Q4_ACC
 #endif
 
 #include "../../common/fk_q4_driver.inc"
