@@ -246,7 +246,7 @@ def test_gate_on_real_runs(tmp_path, monkeypatch, capsys):
     (row,) = doc["rows"]
     assert row["model"] == "encoder" and row["verdict"] != REGRESSION
     assert row["rounds_base"] == row["rounds_new"] == 6
-    assert row["floor_pct"] == floor["floor_pct"]["median"]
+    assert row["floor_pct"] == floor["floor_pct"]["p10"]
     _encoder(model, 8)
     _bench(model, store, capsys)
     slow = main(["compare", "main", "latest", "--max-slowdown", "10%", "--output", "md",
