@@ -9,8 +9,20 @@ name goes into it, and the module and its arguments are separate argv words.
 
 from __future__ import annotations
 
-TVM_MAIN = ("import runpy, sys; sys.modules.setdefault('torch', None); "
-            "m = sys.argv.pop(1); runpy.run_module(m, run_name='__main__', alter_sys=True)")
+TVM_MAIN = """\
+import importlib.util, runpy, sys
+sys.modules.setdefault("torch", None)
+module = sys.argv.pop(1)
+try:
+    found = importlib.util.find_spec(module)
+except ImportError as exc:
+    found, why = None, exc
+else:
+    why = "not found"
+if found is None:  # one line, as `python -m` says it
+    sys.exit(f"{sys.executable}: cannot run {module}: {why}")
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
 
 
 def tvm_program_argv(python: str, module: str, *args: str) -> list[str]:
