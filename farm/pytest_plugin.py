@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from farm.bench.config import DEFAULT_ROUNDS
 from farm.bench.lease import LeaseBusy
 from farm.inventory.device import Device
 from farm.results.location import redacted
@@ -47,8 +48,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "file or a postgresql:// URL (default: $FARM_STORE, else farm's own)")
     group.addoption("--farm-lock-wait", metavar="S", type=float, default=60.0,
                     help="seconds to wait for a device another bench holds (default 60)")
+    group.addoption("--farm-rounds", metavar="N", type=_rounds, default=DEFAULT_ROUNDS,
+                    help="rounds of a farm_bench that does not pass rounds= (default "
+                         f"{DEFAULT_ROUNDS}: the fewest a gate can judge; fewer make a slow "
+                         "device's suite quicker and its gate 'not enough rounds')")
     group.addoption("--farm-tag", metavar="NAME",
                     help="at the end, tag every run of this session NAME (e.g. main)")
+
+
+def _rounds(text: str) -> int:
+    rounds = int(text)
+    if rounds < 1:
+        raise ValueError("--farm-rounds must be >= 1")
+    return rounds
 
 
 def _session(config: pytest.Config) -> FarmSession:
@@ -56,7 +68,7 @@ def _session(config: pytest.Config) -> FarmSession:
         opt = config.getoption
         config.stash[_SESSION] = FarmSession.from_options(
             opt("--farm-inventory"), opt("--farm-device"), opt("--farm-store"),
-            opt("--farm-lock-wait"))
+            opt("--farm-lock-wait"), opt("--farm-rounds"))
     return config.stash[_SESSION]
 
 

@@ -33,9 +33,10 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def test_bench_killed_mid_run_leaves_whole_records(pg_url, tmp_path) -> None:
     """FARM_STORE names the server; the bench is killed -9 once its first record is in."""
     proc = subprocess.Popen(
-        # each route measures 3 s: the kill lands in the second one's measuring
+        # one round, each route measures 3 s: the kill lands in the second one's measuring
         [sys.executable, "-m", "farm.cli.main", "bench", "--device", "local", *FAST,
-         "--min-time", "3", "--max-time", "4", "--runs", "100000", "--output", "json"],
+         "--rounds", "1", "--min-time", "3", "--max-time", "4", "--runs", "100000",
+         "--output", "json"],
         cwd=tmp_path, env=_env(tmp_path, FARM_STORE=pg_url), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
@@ -97,9 +98,11 @@ def test_server_gone_mid_bench_the_bench_goes_on_and_push_sends_the_rest(
     and `farm results push URL` sends it and the run's end."""
     env = _env(tmp_path)
     proc = subprocess.Popen(
+        # one round: the server stops while the first route's record is stored and the
+        # second route measures (3 s)
         [sys.executable, "-m", "farm.cli.main", "bench", "--device", "local", *FAST,
-         "--min-time", "3", "--max-time", "4", "--runs", "100000", "--output", "json",
-         "--store", pg_url],
+         "--rounds", "1", "--min-time", "3", "--max-time", "4", "--runs", "100000",
+         "--output", "json", "--store", pg_url],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300

@@ -19,7 +19,8 @@ import pytest
 def test_tiny_is_fast(farm_bench):
     result = farm_bench(model="tiny", route="ort")
     assert result.median_ms < 1000
-    assert result.p90_ms >= result.median_ms and result.n >= 60 and result.rounds == 6
+    assert result.p90_ms >= result.median_ms and result.n >= 10 * result.rounds
+    print("ROUNDS", result.rounds)
 
 def test_no_slower_than_main(farm_bench):
     result = farm_bench(model="tiny", route="ort")
@@ -80,11 +81,12 @@ def test_sample_suite_on_local(tmp_path):
     assert first.returncode == 0, first.stdout + first.stderr
     assert "farm benchmarks" in first.stdout and "local ort tiny-fp32" in first.stdout
     assert "median " in first.stdout and "tagged 1 run(s) as 'main'" in first.stdout
+    assert "ROUNDS 6" in first.stdout  # the default: the fewest a gate can judge
     # the device's noise floor, into the suite's store: two A/A pairs of tiny on ort
     env = {**os.environ, "FARM_HOME": str(tmp_path / "home"),
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cal = subprocess.run([sys.executable, "-m", "farm.cli.main", "devices", "calibrate", "local",
-                          "--pairs", "2", "--store", str(tmp_path / "r.sqlite")],
+                          "--pairs", "2", "--rounds", "4", "--store", str(tmp_path / "r.sqlite")],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert cal.returncode == 0 and "local: noise floor ±" in cal.stdout, cal.stdout + cal.stderr
     junit = tmp_path / "junit.xml"
@@ -125,11 +127,13 @@ def test_sample_suite_on_the_lab_pixel7_is_emulated_and_not_gated(lab, tmp_path)
     inventory = load_inventory(str(lab.inventory_path))  # `farm lab` writes the flag
     assert inventory.get("pixel7").emulated and not inventory.get("lab1").emulated
     _suite(tmp_path)
-    opts = ["--farm-inventory", str(lab.inventory_path), "--farm-device", "pixel7"]
+    # an emulated device is never gated: 2 rounds (--farm-rounds), as a team would run it
+    opts = ["--farm-inventory", str(lab.inventory_path), "--farm-device", "pixel7",
+            "--farm-rounds", "2"]
     first = _pytest(tmp_path, *opts, "-k", "fast", "--farm-tag", "main", timeout=1200)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "pixel7 (emulated) ort tiny-fp32" in first.stdout
-    assert "[emulated: not gated]" in first.stdout
+    assert "[emulated: not gated]" in first.stdout and "ROUNDS 2" in first.stdout
     print(first.stdout.split("farm benchmarks")[-1])  # the figures, for the record (-s)
     second = _pytest(tmp_path, *opts, "-k", "main", timeout=1200)
     out = second.stdout

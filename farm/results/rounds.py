@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import mannwhitneyu, wilcoxon
 
 METHOD_HIERARCHICAL = "hierarchical bootstrap: rounds, then samples within each round"
 METHOD_ONE_ROUND = "bootstrap of samples: one round"
@@ -156,6 +155,8 @@ def paired_test(a: Sequence[float], b: Sequence[float], *, alpha: float = 0.05,
     judged = n >= min_paired_rounds(alpha)
     p = None
     if judged:
+        from scipy.stats import wilcoxon  # ~1 s to import: only when a test can judge
+
         logs = np.log(ratios)
         p = 1.0 if not np.any(logs) else float(
             wilcoxon(logs, alternative="two-sided", method="auto").pvalue)
@@ -170,6 +171,8 @@ def unpaired_test(a: Sequence[float], b: Sequence[float], *, alpha: float = 0.05
     judged = can_judge_unpaired(va.size, vb.size, alpha, sides)
     p = None
     if judged:
+        from scipy.stats import mannwhitneyu  # ~1 s to import: only when it can judge
+
         method = "exact" if va.size + vb.size <= 40 else "auto"
         p = float(mannwhitneyu(vb, va, alternative=alternative, method=method).pvalue)
         p = 1.0 if math.isnan(p) else p

@@ -14,6 +14,7 @@ import sys
 from farm.errors import TransportError, UsageError
 from farm.rpc.procs import ServiceProcess, free_port, spawn
 from farm.rpc.tracker import DEFAULT_PORT, tracker_dir
+from farm.rpc.tvm_main import tvm_program_argv
 
 
 def rpc_server_argv(key: str, *, tracker: str = f"127.0.0.1:{DEFAULT_PORT}",
@@ -21,8 +22,9 @@ def rpc_server_argv(key: str, *, tracker: str = f"127.0.0.1:{DEFAULT_PORT}",
                     custom_addr: str | None = None) -> list[str]:
     if not re.fullmatch(r"[A-Za-z0-9_.\-]+", key):
         raise UsageError(f"RPC key {key!r} may only hold letters, digits, '_', '.', '-'")
-    argv = [python, "-m", "tvm.exec.rpc_server", "--host", host, "--port", str(port),
-            "--port-end", str(port + 1), "--tracker", tracker, "--key", key, "--silent"]
+    argv = tvm_program_argv(python, "tvm.exec.rpc_server", "--host", host, "--port", str(port),
+                            "--port-end", str(port + 1), "--tracker", tracker, "--key", key,
+                            "--silent")
     if custom_addr:
         argv += ["--custom-addr", custom_addr]
     return argv

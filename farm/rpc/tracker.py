@@ -19,6 +19,7 @@ from farm.errors import TransportError, UsageError
 from farm.paths import state_dir
 from farm.process import pid_alive
 from farm.rpc.procs import ServiceProcess, listeners, port_open, spawn
+from farm.rpc.tvm_main import tvm_program_argv
 
 DEFAULT_PORT = 9190
 
@@ -58,8 +59,8 @@ def start_tracker(host: str = "127.0.0.1", port: int = DEFAULT_PORT,
     if port_open(host, port):
         raise TransportError(f"{host}:{port} is already in use by another process",
                              hint="pick another --port")
-    argv = [sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", host, "--port", str(port),
-            "--port-end", str(port + 1), "--silent"]
+    argv = tvm_program_argv(sys.executable, "tvm.exec.rpc_tracker", "--host", host,
+                            "--port", str(port), "--port-end", str(port + 1), "--silent")
     service = spawn("tvm rpc tracker", argv, host, port, tracker_dir() / "tracker.log")
     service.save(_state_path())
     return service

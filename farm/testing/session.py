@@ -44,6 +44,7 @@ class FarmSession:
     device_name: str
     store_path: str  # a file path or a postgresql:// URL (`farm.results.open_store`)
     lock_wait_s: float = 60.0
+    rounds: int = DEFAULT_ROUNDS  # of a bench that does not name its own (--farm-rounds)
     run_ids: list[str] = field(default_factory=list)
     results: list[tuple[str, FarmResult]] = field(default_factory=list)
     tagged: list[str] = field(default_factory=list)
@@ -51,9 +52,9 @@ class FarmSession:
 
     @classmethod
     def from_options(cls, inventory: str | None, device: str | None, store: str | None,
-                     lock_wait_s: float) -> FarmSession:
+                     lock_wait_s: float, rounds: int = DEFAULT_ROUNDS) -> FarmSession:
         return cls(inventory, device or "local",
-                   str(store_target(store) or default_store_path()), lock_wait_s)
+                   str(store_target(store) or default_store_path()), lock_wait_s, rounds)
 
     def device(self, name: str | None = None) -> Device:
         return load_inventory(self.inventory_path).get(name or self.device_name)
@@ -69,14 +70,14 @@ class FarmSession:
 
     def bench(self, device: Device, nodeid: str, *, model: str = "tiny", route: str = "ort",
               variant: str = "fp32", threads: int = 1, policy: Policy | None = None,
-              profile_runs: int = 0, rounds: int = DEFAULT_ROUNDS, **config: Any
+              profile_runs: int = 0, rounds: int | None = None, **config: Any
               ) -> FarmResult:
         from farm.bench.runner import run_bench
 
         bench_config = BenchConfig(model=model, variant=variant, routes=(route,),
                                    threads=threads, policy=policy or FAST_POLICY, pause_s=0.0,
                                    profile_runs=profile_runs, lock_wait_s=self.lock_wait_s,
-                                   repeats=rounds, **config)
+                                   repeats=self.rounds if rounds is None else rounds, **config)
         with open_store(self.store_path) as store:
             result = run_bench([device], bench_config, store,
                                ["pytest", nodeid, "farm_bench", f"model={model}",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +30,28 @@ Progress = Callable[[str, float], None]
 
 def _tvm() -> ModuleType:
     try:
-        return importlib.import_module("tvm")
+        with _torch_hidden():
+            return importlib.import_module("tvm")
     except ImportError as exc:
         raise BuildError(f"Apache TVM is not importable: {exc}",
                          hint="pip install 'apache-tvm==0.27.0.post1' "
                               "'apache-tvm-ffi==0.1.14.post1' (extra `farm[tvm]`)") from exc
+
+
+@contextlib.contextmanager
+def _torch_hidden() -> Iterator[None]:
+    """tvm-ffi imports torch whenever it is installed, for a DLPack exchange farm never uses:
+    3-4 s of `import tvm` on a host with the `export` extra. Hidden during TVM's own import
+    (not for good: a later `import torch` in this process works as usual)."""
+    if "tvm" in sys.modules or "torch" in sys.modules:
+        yield
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` -> ImportError
+    try:
+        yield
+    finally:
+        if "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]
 
 
 # ---------------------------------------------------------------- facts
