@@ -5,13 +5,16 @@ median, VmHWM and agreement with the reference.
         [--tools none,ortopt,qdynamic] [--names NAME,...] [--small] [--min-time 1]
         [--repeats 3] [--json OUT]
 
-Files: `corpus:{family}-{export}{+tool}` (farm/models/corpus; bench size = 6 layers,
+Files: `corpus:{family}-{export}{+tool}` (farm/models/corpus; the issue-28 encoders, e.g.
+`--names mpnet-opset18-dynamic,deberta-opset18-dynamic+qdynamic`, are real exports of
+random-init Hugging Face models, hf_encoders.py; bench size = 6 layers,
 hidden 384, 12 heads, seq 128, vocab 30522, random weights; MobileBERT at its own size, the
 `mobilebert` preset's, fixed axes only). One `run_bench` per file on `local` at 1 thread,
 `--repeats` interleaved rounds, routes ort, tvm, custom (untuned TVM). Printed per file and
 route: status, median ms, VmHWM MiB, and the accuracy rule's verdict against the reference (ORT on
 the fp32 file, or on the same pre-quantised file); then the targets of issue #11 it can
-check: TVM dynamic / fixed axes median <= 1.2, custom <= min(ORT, TVM).
+check: TVM dynamic / fixed axes median <= 1.2, custom <= min(ORT, TVM) on fp32 files and
+<= 0.9 x on quantised ones (issue 28).
 Timings are one run on whatever the machine is doing: say how loaded it was.
 """
 
@@ -31,6 +34,7 @@ from typing import Any
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench
 from farm.inventory.builtin import local_device
+from farm.models.corpus import hf_names
 from farm.models.corpus import names as corpus_names
 from farm.results.store import ResultStore
 
@@ -73,7 +77,8 @@ def main() -> int:
     policy = Policy(warmup_runs=3, warmup_min_s=0.3, min_runs=10, min_time_s=args.min_time,
                     max_time_s=max(10.0, 4 * args.min_time))
     suffix = "@small" if args.small else ""
-    exported = set(corpus_names(suffix))  # combinations a family's exporter does not write
+    # combinations a family's exporter does not write are left out
+    exported = set(corpus_names(suffix)) | set(hf_names(suffix))
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="real-exports-") as tmp:
         os.environ.setdefault("FARM_HOME", str(Path(tmp) / "home"))
@@ -126,8 +131,10 @@ def _targets(rows: dict[str, dict[str, Any]]) -> None:
         c, o, t = (_med(rows, name, r) for r in ("custom", "ort", "tvm"))
         best = min(x for x in (o, t) if x) if (o or t) else None
         if c and best:
-            custom_ratios.append(c / best)
-            print(f"  custom / min(ort, tvm) {name}: {c / best:.2f} (target <= 1.0)")
+            # issue 28: a quantised file's target is 0.9 (the executor's int8 GEMM)
+            target = 0.9 if "+q" in name else 1.0
+            custom_ratios.append(c / best / target)
+            print(f"  custom / min(ort, tvm) {name}: {c / best:.2f} (target <= {target})")
     valid = sum(1 for r in rows.values() for x in r.values() if x.get("status") == "ok")
     total = sum(len(r) for r in rows.values())
     print(f"  valid (file, route) pairs: {valid} of {total}")
@@ -136,9 +143,9 @@ def _targets(rows: dict[str, dict[str, Any]]) -> None:
         print(f"  TVM dynamic/fixed: {sum(r <= 1.2 for r in dyn_ratios)} of {len(dyn_ratios)} "
               f"pairs <= 1.2; median {statistics.median(dyn_ratios):.2f}, "
               f"range {min(dyn_ratios):.2f}-{max(dyn_ratios):.2f}")
-    if custom_ratios:
-        print(f"  custom / min(ort, tvm): {sum(r <= 1.0 for r in custom_ratios)} of "
-              f"{len(custom_ratios)} files <= 1.0; median {statistics.median(custom_ratios):.2f}, "
+    if custom_ratios:  # each ratio over its file's target: <= 1.0 meets it
+        print(f"  custom / min(ort, tvm) over target: {sum(r <= 1.0 for r in custom_ratios)} of "
+              f"{len(custom_ratios)} files meet it; median {statistics.median(custom_ratios):.2f}, "
               f"range {min(custom_ratios):.2f}-{max(custom_ratios):.2f}")
 
 

@@ -214,7 +214,9 @@ void fk_attention_f32_generic(const fk_attn_args *a, int i0, int i1, float *scra
         const float *q = a->q + (size_t)i * a->ldq;
         for (int j = 0; j < a->Sk; j++)
             scratch[j] = fk_dot_f32_generic(a->D, q, a->k + (size_t)j * a->ldk);
-        fk_softmax_f32_generic(a->Sk, scratch, a->scale, a->mask);
+        if (a->bias) /* scale first, then the bias: softmax then scales by 1 */
+            for (int j = 0; j < a->Sk; j++) scratch[j] = scratch[j] * a->scale + a->bias[(size_t)i * a->ldb + j];
+        fk_softmax_f32_generic(a->Sk, scratch, a->bias ? 1.0f : a->scale, a->mask);
         float *o = a->o + (size_t)i * a->ldo;
         memset(o, 0, sizeof(float) * a->D);
         for (int j = 0; j < a->Sk; j++) fk_axpy_f32_generic(a->D, scratch[j], a->v + (size_t)j * a->ldv, o);

@@ -106,6 +106,10 @@ typedef struct {
     float scale;
     float *o;
     int ldo;
+    /* an additive bias on the scaled scores of query row i, bias + i * ldb (NULL: none):
+     * MPNet's relative position bias, computed at build time for the bound length */
+    const float *bias;
+    int ldb;
 } fk_attn_args;
 
 typedef struct fk_kernels {

@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
 
     float *q = fill((size_t)S * D), *kk = fill((size_t)S * D), *v = fill((size_t)S * D), *o = fill((size_t)S * D);
     float *scratch = fill(S);
-    fk_attn_args at = {S, S, D, q, D, kk, D, v, D, NULL, 0.125f, o, D};
+    fk_attn_args at = {S, S, D, q, D, kk, D, v, D, NULL, 0.125f, o, D, NULL, 0};
     t = BEST(k->attention_f32(&at, 0, S, scratch));
     printf("{\"kernel\": \"attention\", \"table\": \"%s\", \"S\": %d, \"D\": %d, \"gflops\": %.2f}\n", k->name, S, D, 4.0 * S * S * D / t / 1e9);
     printf("sink %g\n", (double)sink * 0);

@@ -338,14 +338,17 @@ static void test_attention(const fk_kernels *k) {
         float *mask = fvec(Sk, 0, 1), *o1 = calloc(Sq * ld, 4), *o2 = calloc(Sq * ld, 4);
         float *scratch = malloc(4 * Sk);
         for (int j = 0; j < Sk; j++) mask[j] = (j > 0 && j % 4 == 3) ? -1e9f : 0.0f;
-        fk_attn_args a = {Sq, Sk, D, q, ld, kk, ld, v, ld, (l & 1) ? mask : NULL, 1.0f / sqrtf((float)D), o1, ld};
+        /* every other length with an additive score bias (MPNet's), rows Sk + 2 apart */
+        float *bias = (l & 2) ? fvec(Sq * (Sk + 2), -2, 2) : NULL;
+        fk_attn_args a = {Sq, Sk, D, q, ld, kk, ld, v, ld, (l & 1) ? mask : NULL, 1.0f / sqrtf((float)D), o1, ld,
+                          bias, Sk + 2};
         k->attention_f32(&a, 0, 1, scratch), k->attention_f32(&a, 1, Sq, scratch);
         a.o = o2;
         fk_attention_f32_generic(&a, 0, Sq, scratch);
         char what[64];
-        snprintf(what, sizeof what, "Sk=%d D=%d", Sk, D);
+        snprintf(what, sizeof what, "Sk=%d D=%d%s", Sk, D, bias ? " bias" : "");
         check(what, Sq * ld, o1, o2, 1e-6f, 1e-5f);
-        free(q), free(kk), free(v), free(mask), free(o1), free(o2), free(scratch);
+        free(q), free(kk), free(v), free(mask), free(o1), free(o2), free(scratch), free(bias);
     }
     end();
 }

@@ -21,8 +21,10 @@ import onnx
 from onnx import numpy_helper
 
 from farm.errors import BuildError
+from farm.routes.custom import lower_squeezebert as squeeze
 from farm.routes.custom import weights as W
 from farm.routes.custom.ir import FcWeights, Ir, IrOp
+from farm.routes.custom.lower_generic import Fallback
 from farm.routes.custom.lower_mobilebert import emit_nonorm
 from farm.routes.custom.lower_roberta import PadPositions
 from farm.routes.custom.plan_format import (
@@ -45,7 +47,17 @@ from farm.routes.custom.plan_format import (
     W_Q4_0,
 )
 from farm.routes.custom.qdq import qdq_weight
-from farm.routes.custom.values import Act, Affine, Const, Embed, Gelu, Input, Lin, Sum
+from farm.routes.custom.values import (
+    ACTIVATIONS,
+    Act,
+    Affine,
+    Const,
+    Embed,
+    Gelu,
+    Input,
+    Lin,
+    Sum,
+)
 
 QUANTS = {None: None, "fp32": None, "int8": W_I8, "q4_0": W_Q4_0, "int4": W_Q4_0}
 
@@ -80,6 +92,7 @@ class Lowerer:
         # pending value (by identity) -> its materialised value id: a value with several
         # consumers (MobileBERT's hidden state feeds three GEMMs and a residual) is computed once
         self.done: dict[int, tuple[object, int]] = {}
+        self.fallback = Fallback(self)
 
     # -- helpers -----------------------------------------------------------------------
     def fail(self, why: str, hint: str | None = None) -> BuildError:
@@ -138,11 +151,12 @@ class Lowerer:
             return emit_nonorm(self, v, np.zeros_like(v.gamma), v.name)
         if isinstance(v, Lin):
             return self.emit(OP_FC, v.name, [v.x], v.fc.n, fc=v.fc, bias=v.bias,
-                             params=[v.fc.wtype, v.fc.n, self.ir.cols[v.x], v.act])
+                             params=[v.fc.wtype, v.fc.n, self.ir.cols[v.x], v.act, v.fc.groups])
         if isinstance(v, Sum):
             return self.emit(OP_ADD, v.name, [v.a, v.b], self.ir.cols[v.a])
         if isinstance(v, Gelu):
-            x = self.act(self.get(v.u))
+            src = self.get(v.u)
+            x = self.act(src.inner if isinstance(src, squeeze.ChanFirst) else src)
             mode = GELU_TANH if v.tanh else int(self.gelu_act == ACT_GELU_TAB)
             return self.emit(OP_GELU, self.node.name if self.node else "gelu", [x],
                              self.ir.cols[x], params=[mode])
@@ -184,7 +198,11 @@ class Lowerer:
             self.visit(node)
         self.node = None
         for go in g.output:
-            self.ir.outputs.append((go.name, self.act(self.get(go.name))))
+            v = self.get(go.name)
+            out = (self.act(v) if isinstance(v, ACTIVATIONS)
+                   else self.fallback.value(go.name))
+            self.ir.outputs.append((go.name, out))
+        self.ir.fallback = list(self.fallback.nodes)
         return self.ir
 
     def visit(self, node: onnx.NodeProto) -> None:
@@ -193,10 +211,23 @@ class Lowerer:
         if ins and consts and node.domain in ("", "ai.onnx"):
             return self.fold(node)
         handler = getattr(self, f"op_{node.op_type}", None)
+        if handler is not None and (rows := squeeze.unwrap(node, ins)) is not None:
+            ins, wrap = rows, True  # SqueezeBERT: on the token rows, then channels-first again
+        else:
+            wrap = False
         if handler is None:
-            raise self.fail("operator not supported by the custom executor")
-        out = handler(node, ins)
+            out = tuple(self.fallback.lower(node, "no fused pattern for this operator"))
+        else:
+            try:
+                out = handler(node, ins)
+            except BuildError as exc:
+                # a pattern the fused lowering does not take: the node runs as a plain
+                # kernel (its output in the tensor's own layout), and any pending input is
+                # recomputed (lower_generic.py)
+                out, wrap = tuple(self.fallback.lower(node, exc.message.split(": ", 2)[-1])), False
         outs = out if isinstance(out, tuple) else (out,)
+        if wrap:
+            outs = tuple(squeeze.ChanFirst(v) for v in outs)
         for name, v in zip(node.output, outs, strict=False):
             self.vals[name] = v
 
@@ -227,6 +258,7 @@ class Lowerer:
     from farm.routes.custom.lower_ops import (
         op_Add,
         op_Cast,
+        op_Conv,
         op_DequantizeLinear,
         op_Div,
         op_DynamicQuantizeLinear,

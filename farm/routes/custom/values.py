@@ -8,7 +8,7 @@ it as an executor op writing an activation (`Act`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -97,6 +97,7 @@ class Heads:
     heads: int
     dim: int
     transposed: bool  # K laid out as [N, D, S]
+    scale: float = 1.0  # SDPA's exports multiply Q and Kᵀ each by sqrt(1/sqrt(d))
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,9 @@ class Scores:
     scale: float
     mask: MaskFn | None
     name: str
+    # an additive bias [heads, S, S] on the scaled scores (MPNet's relative position bias,
+    # a constant at the bound sequence length)
+    bias: np.ndarray | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
