@@ -9,9 +9,12 @@ int8 GEMM: qdq.py), bias Add,
 LayerNormalization (with a residual Add fused), GELU as Gelu or the erf chain
 Div/Erf/Add/Mul/Mul, attention as Reshape/Transpose/MatMul/Div|Mul/Add(mask)/Softmax/MatMul/
 Transpose/Reshape, Identity, BERT's pooler (row Gather, FC, Tanh) and ALBERT's tanh GELU
-(lower_pooler.py), RoBERTa's position ids (lower_roberta.py), and any node whose inputs are all
-constant (folded with onnx's reference evaluator). Anything else raises BuildError naming the
-node and its operator.
+(lower_pooler.py), RoBERTa's position ids (lower_roberta.py), MPNet's relative position bias
+(a constant [heads, S, S] added to the scores: the attention op's bias), SqueezeBERT's
+channels-first encoder and grouped 1x1 convolutions (lower_squeezebert.py), and any node whose
+inputs are all constant (folded with onnx's reference evaluator). Any other node runs as a
+generic fallback kernel with shapes bound at build time (lower_generic.py); a node no kernel
+runs raises BuildError naming the node and its operator.
 """
 
 from __future__ import annotations
@@ -98,9 +101,11 @@ class Lowerer:
     def fail(self, why: str, hint: str | None = None) -> BuildError:
         n = self.node
         where = f"node {n.name!r} ({n.op_type})" if n is not None else "graph"
+        # inside a fused handler this error only sends the node to the generic fallback
+        # (visit); it reaches the user when no kernel, fused or fallback, can run the node
         return BuildError(f"custom plan: {where}: {why}", hint=hint or
-                          "the custom executor supports the BERT encoder pattern of "
-                          "farm/models/encoder.py; use the ort or tvm route for this model")
+                          "`farm models check FILE` lists what the custom executor runs; "
+                          "use the ort or tvm route for this model")
 
     def get(self, name: str) -> object:
         if name not in self.vals:

@@ -41,6 +41,8 @@ def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
     return RoutePlan("custom", plan_file.remote, (plan_file, binary),
                      options={"fused": int(fused), "isa_cap": device.isa or "native"},
                      build_flags={"plan_ops": info["n_ops"], "plan_key": plan_file.sha256[:12],
+                                  # a fact (_count), not a configuration flag
+                                  "plan_fallback_count": len(info.get("fallback", [])),
                                   "build_s": round(build_s, 3)},
                      sizes={"runtime": binary.size, "code": 0, "weights": plan_file.size})
 
