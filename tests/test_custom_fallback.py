@@ -10,6 +10,9 @@ tests/kernels/test_corpus_matrix.py. Random-init tiny models (hidden 64, 2 layer
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,7 @@ def export(family: str, out: Path, dynamic: bool = True, tool: str = "") -> Path
     return corpus_model(f"{family}-opset18-{axes}{tool}@small", out)
 
 pytestmark = [pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.tvm
@@ -111,3 +115,23 @@ def test_emulated_aarch64_fused_and_fallback(lab: Any, tmp_path: Path,
             assert r["status"] == "ok" and r["arch"] == "aarch64", (family, route,
                                                                     r["status_detail"])
             assert r["accuracy"]["ok"] and r["accuracy"]["max_abs_diff"] < 1e-3, r["accuracy"]
+
+
+def test_models_check_cli_lists_fallback_quietly(tmp_path: Path) -> None:
+    """`farm models check` on DeBERTa: custom "yes", the fallback nodes in their own table,
+    and the front-end's chatter ("Input '...' cannot be found in any scope ... Caveat") in a
+    log file the one stderr line names, not on the terminal (issue 28 item 4)."""
+    src = export("deberta", tmp_path)
+    env = {**os.environ, "FARM_HOME": str(tmp_path / "home"), "COLUMNS": "220",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
+                                         if p)}
+    done = subprocess.run([sys.executable, "-m", "farm.cli.main", "models", "check", str(src),
+                           "--seq", "16"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "custom: nodes on fallback kernels" in done.stdout
+    assert "GatherElements" in done.stdout
+    # one line on stderr, naming the log that holds the chatter
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "library output" in lines[0], done.stderr
+    log = Path(lines[0].rsplit(" in ", 1)[1])
+    assert "cannot be found in any scope" in log.read_text()

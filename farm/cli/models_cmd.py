@@ -126,8 +126,9 @@ def run_check(args: argparse.Namespace) -> int:
         for name, v in report["routes"].items():
             if v.get("fallback"):  # nodes a route runs on plain kernels (custom's fallback)
                 fb = Table(title=f"{name}: nodes on fallback kernels")
-                for col in ("node", "op", "why not fused"):
-                    fb.add_column(col)
+                fb.add_column("node", overflow="fold")  # whole names: users grep for them
+                fb.add_column("op", no_wrap=True)
+                fb.add_column("why not fused")
                 for n in v["fallback"]:
                     fb.add_row(n["node"], n["op"], n["why"])
                 console.print(fb)
