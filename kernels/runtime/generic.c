@@ -274,7 +274,15 @@ static void run_ew(fk_exec *e, const fk_op *op, const int64_t *a) {
     for (int64_t o = 0; o < total; o += inner) {
         const int64_t s0 = r ? st[r - 1] : 0, s1 = r && nops > 1 ? st[r + r - 1] : 0, s2 = r && nops > 2 ? st[2 * r + r - 1] : 0;
         float *yo = y + o;
-        if (nops == 1)
+        const float *a0 = x[0] + off[0], *a1 = nops > 1 ? x[1] + off[1] : NULL;
+        if (nops == 2 && !integer && f <= FK_F_DIV) /* the common arithmetic: no call per element */
+            switch (f) {
+            case FK_F_ADD: for (int64_t j = 0; j < inner; j++) yo[j] = a0[j * s0] + a1[j * s1]; break;
+            case FK_F_SUB: for (int64_t j = 0; j < inner; j++) yo[j] = a0[j * s0] - a1[j * s1]; break;
+            case FK_F_MUL: for (int64_t j = 0; j < inner; j++) yo[j] = a0[j * s0] * a1[j * s1]; break;
+            default: for (int64_t j = 0; j < inner; j++) yo[j] = a0[j * s0] / a1[j * s1]; break;
+            }
+        else if (nops == 1)
             for (int64_t j = 0; j < inner; j++) yo[j] = unary(f, x[0][off[0] + j * s0], op->f[0], op->f[1]);
         else if (nops == 2)
             for (int64_t j = 0; j < inner; j++) yo[j] = binary(f, x[0][off[0] + j * s0], x[1][off[1] + j * s1], integer);
@@ -336,6 +344,19 @@ static void run_gather(fk_exec *e, const fk_op *op, const int64_t *a) {
     const int r = (int)a[0], ax = (int)a[1 + 2 * r];
     const int64_t *dims = a + 1, *ds = a + 1 + r, n = a[2 + 2 * r], total = prod(dims, r);
     int64_t idx[FK_GEN_RANK] = {0};
+    if (ax == r - 1) { /* along the last axis (DeBERTa's relative positions): row by row */
+        const int64_t inner = dims[r - 1], sa = ds[r - 1];
+        for (int64_t o = 0; o < total; o += inner) {
+            int64_t base = 0;
+            for (int d = 0; d < r - 1; d++) base += idx[d] * ds[d];
+            for (int64_t j = 0; j < inner; j++) y[o + j] = x[base + clamp_index(ix[o + j], n) * sa];
+            for (int d = r - 2; d >= 0; d--) {
+                if (++idx[d] < dims[d]) break;
+                idx[d] = 0;
+            }
+        }
+        return;
+    }
     for (int64_t o = 0; o < total; o++) {
         int64_t off = 0;
         for (int d = 0; d < r; d++) off += (d == ax ? clamp_index(ix[o], n) : idx[d]) * ds[d];
