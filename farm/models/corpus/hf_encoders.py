@@ -2,8 +2,10 @@
 optimum's ONNX exporter does it: `optimum.exporters.onnx.main_export` runs TorchScript
 `torch.onnx.export` (dynamo=False), opset 18, dynamic batch/sequence axes, Hugging Face's
 input and output names. optimum is not a dependency: its exporter is this call with a config
-per family, and optimum 2.1.0 + optimum-onnx 0.1.0 (the versions that accept transformers
-4.57) wrote the same op set for MPNet, DeBERTa-v2 and SqueezeBERT when tried.
+per family. Checked against optimum 2.1.0 + optimum-onnx 0.1.0 (the versions that accept
+transformers 4.57; PyPI, tried outside the venv): for MPNet, DeBERTa-v2 and SqueezeBERT the
+canonical files (farm's front-end) of its exports and of these have the same op histogram
+(its raw files carry Identity nodes of shared weights the front-end drops).
 
 Needs the `export` extra (torch, transformers 4.x); imported only when such a corpus name
 is built. Families (`corpus:{family}-opset18-{fixed|dynamic}[+qdynamic|+qdq][@small]`):
@@ -63,11 +65,26 @@ def export(family: str, dims: Dims, dynamic: bool = True) -> onnx.ModelProto:
     """`family` as optimum's exporter writes it (fixed axes at dims.seq when not dynamic)."""
     import torch
 
-    model = tiny_model(family, dims).eval()
+    hf = tiny_model(family, dims).eval()
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():  # off the init values, as a trained model's
-        for p in model.parameters():
+        for p in hf.parameters():
             p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+
+    class FirstOutput(torch.nn.Module):
+        """The task's one output, as optimum's export configs declare it (feature extraction:
+        last_hidden_state; classification: logits), so a model's pooler is not exported."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.hf = hf
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+            kw = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            return self.hf(input_ids=input_ids, attention_mask=attention_mask, **kw,
+                           return_dict=False)[0]
+
+    model = FirstOutput().eval()
     names = ["input_ids", "attention_mask"] + (["token_type_ids"]
                                                if family in ("squeezebert", "electra") else [])
     output = "logits" if family.endswith("cls") else "last_hidden_state"
