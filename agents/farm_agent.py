@@ -297,6 +297,38 @@ def route_capabilities(workdir, cpu, probe_timeout):
                 for name, entry in table.items())
 
 
+def cpuinfo_khz():
+    """{"cpuN": kHz} from /proc/cpuinfo's "cpu MHz" lines (x86 kernels print them)."""
+    out, cpu = {}, None
+    for line in (read_text("/proc/cpuinfo", "") or "").splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "processor" and value.strip().isdigit():
+            cpu = "cpu" + value.strip()
+        elif key == "cpu MHz" and cpu is not None:
+            try:
+                out[cpu] = int(float(value) * 1000)
+            except ValueError:
+                pass
+    return out
+
+
+# /proc/stat's aggregate "cpu" line, in the kernel's order (clock ticks since boot)
+CPU_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_jiffies():
+    """The whole machine's CPU time by kind, from /proc/stat; the host turns two readings
+    into the share the hypervisor stole (`steal`) and the share that was busy: a VM whose
+    host is oversubscribed loses time no load average shows."""
+    for line in (read_text("/proc/stat", "") or "").splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            values = [int(v) for v in parts[1:1 + len(CPU_STAT_FIELDS)] if v.isdigit()]
+            return dict(zip(CPU_STAT_FIELDS, values))
+    return {}
+
+
 def read_state(workdir):
     """Device state: the shape `farm.results.stats.drift_flags` compares before/after."""
     governors, freqs = {}, {}
@@ -308,6 +340,8 @@ def read_state(workdir):
         cur = read_text(os.path.join(path, "scaling_cur_freq"))
         if cur and cur.isdigit():
             freqs[cpu] = int(cur)
+    if not freqs:  # no cpufreq (a VM, a container): the kernel's own "cpu MHz" per CPU
+        freqs = cpuinfo_khz()
     thermal, thermal_type = {}, {}
     for zone in sorted(glob.glob("/sys/class/thermal/thermal_zone*")):
         name = os.path.basename(zone)
@@ -336,7 +370,7 @@ def read_state(workdir):
             "governor": governors, "freq_khz": freqs, "thermal_c": thermal,
             "thermal_type": thermal_type, "load": load,
             "mem_total_kb": mem.get("MemTotal"), "mem_available_kb": mem.get("MemAvailable"),
-            "disk_free_kb": disk_free_kb,
+            "disk_free_kb": disk_free_kb, "cpu_jiffies": cpu_jiffies(),
             "uptime_s": float(uptime.split()[0]) if uptime else None}
 
 
@@ -835,15 +869,22 @@ def run_mode(mode, workdir, request):
     return 0
 
 
+PROBE_WINDOW_S = 1.0  # steal and busy shares are read over this window
+
+
 def probe(workdir):
-    """The pre-flight probe: this Python, the CPU and the device state, nothing deployed."""
+    """The pre-flight probe: this Python, the CPU and the device state, nothing deployed;
+    `state_before` is read PROBE_WINDOW_S earlier, so the host sees this second's steal."""
     existing = workdir
     while existing and not os.path.isdir(existing):  # the work dir may not exist yet
         existing = os.path.dirname(existing.rstrip("/")) or "/"
+    before = read_state(existing or "/")
+    time.sleep(PROBE_WINDOW_S)
     return {"probe": 1, "arch": normalized_arch(), "python": platform.python_version(),
             "python_path": sys.executable, "hostname": platform.node(),
             "kernel": platform.release(), "cpu": cpu_info(),
-            "state": read_state(existing or "/"), "disk_dir": existing}
+            "state": read_state(existing or "/"), "state_before": before,
+            "disk_dir": existing}
 
 
 def main(argv=None):

@@ -15,6 +15,8 @@ import shlex
 
 # subcommands that take --store (tests/test_followup.py checks them against the parser)
 STORE_COMMANDS = frozenset({"bench", "results", "compare", "report", "triangle"})
+# actions of other subcommands that take --store (`farm devices calibrate|check`)
+STORE_ACTIONS = {"devices": frozenset({"calibrate", "check"})}
 # subcommands that only read the store: --inventory would be noise
 STORE_ONLY_COMMANDS = frozenset({"results", "compare", "report"})
 
@@ -34,6 +36,8 @@ def command(subcommand: str, *words: str) -> str:
     if _given["inventory"] and subcommand not in STORE_ONLY_COMMANDS:
         line += ["--inventory", _given["inventory"]]
     line += [subcommand, *words]
-    if _given["store"] and subcommand in STORE_COMMANDS and "--store" not in words:
+    takes_store = subcommand in STORE_COMMANDS or (
+        bool(words) and words[0] in STORE_ACTIONS.get(subcommand, ()))
+    if _given["store"] and takes_store and "--store" not in words:
         line += ["--store", _given["store"]]
     return shlex.join(line)

@@ -103,7 +103,8 @@ def farm_bench(request: pytest.FixtureRequest, farm_session: FarmSession,
         rec = r.record
         prefix = f"farm.{rec['device']}.{rec['route']}"
         props = [(f"{prefix}.median_ms", r.median_ms), (f"{prefix}.p90_ms", r.p90_ms),
-                 (f"{prefix}.n", r.n), (f"{prefix}.emulated", r.emulated),
+                 (f"{prefix}.n", r.n), (f"{prefix}.rounds", r.rounds),
+                 (f"{prefix}.emulated", r.emulated),
                  (f"{prefix}.run_id", r.run_id)]
         props += [(f"{prefix}.gate.{c.ref}", c.text()) for c in r.checks]
         request.node.user_properties.extend(props)
@@ -111,7 +112,7 @@ def farm_bench(request: pytest.FixtureRequest, farm_session: FarmSession,
 
 def _summary_line(nodeid: str, r: FarmResult) -> str:
     line = (f"{nodeid}: {r.label()}: median {r.median_ms:.3f} ms, p90 {r.p90_ms:.3f} ms, "
-            f"n {r.n} (run {r.run_id})")
+            f"n {r.n} in {r.rounds} rounds (run {r.run_id})")
     if r.emulated:
         line += " [emulated: not gated]"
     return line + "".join(f"\n    gate {c.text()}" for c in r.checks)

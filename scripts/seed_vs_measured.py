@@ -120,7 +120,7 @@ def side_by_side(report: Report, device: str) -> tuple[ReportTable, dict[str, An
                 facts[f"{key}/{route}"] = row
             add(f"{key}/{route}", f"{route} fusion effect ({block})",
                 _fmt(t["fusion"], "reduction_pct", row) + (
-                    f" (significant: {_fmt(t['fusion'], 'significant', row)})" if row else ""),
+                    f" ({row['verdict']})" if row else ""),
                 "reduction fused vs unfused, % (end-to-end: medians; attention: the "
                 "attention category of the per-op profile)")
     for row in _rows(t["decision"], device=device):
@@ -183,7 +183,7 @@ def reading(facts: dict[str, Any], device: str) -> list[str]:
         if row is not None and row.get("reduction_pct") is not None:
             out.append(f"Fusion, attention: the seed article {SEED[f'fusion-attention/{route}']}"
                        f" for {route}; measured {row['reduction_pct']:+.1f} % "
-                       f"({'significant' if row.get('significant') else 'not significant'}).")
+                       f"({row.get('verdict')}).")
     out.append("MobileBERT has no LayerNorm and no GELU: the seed's LayerNorm row holds NoNorm "
                "(x·γ + β, with the residual Add before it) and its GELU row holds ReLU; the "
                "categories table below names the op types each row held per route.")

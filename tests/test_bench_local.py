@@ -205,7 +205,9 @@ def test_step_lines_when_not_a_tty_and_events_on_request(
     assert main(["bench", *fast]) == 0
     out = capsys.readouterr().out
     assert not any(line.startswith("{") for line in out.splitlines())
-    assert "local: ort (1/1) started" in out and "local: ort ok: median " in out
+    # the default: 6 rounds, one line as each starts, one when the key is done
+    assert "local: ort (1/6) started" in out and "local: ort (6/6) started" in out
+    assert "local: ort ok: median " in out and ", 6 rounds" in out
     assert out.index("local: finished: ok") < out.index("median ms")  # the table is last
     assert len(out.splitlines()) < 30
     # --events -: the JSON event stream on stdout, the human lines on stderr, then the table

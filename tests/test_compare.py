@@ -1,4 +1,5 @@
-"""compare: significance logic on constructed samples, key matching, and the CLI."""
+"""compare: significance over rounds on constructed samples, the noise floor, key
+matching, and the CLI."""
 
 from __future__ import annotations
 
@@ -21,15 +22,28 @@ from farm.results.compare import (
     format_comparisons,
     render_comparisons,
 )
+from farm.results.floor import Floor, floor_of, load_floor, save_floor
+from farm.results.rounds import NOT_ENOUGH
 from farm.results.store import ResultStore
 
 
-def _rec(samples, route: str = "ort", **over):  # type: ignore[no-untyped-def]
+def _rec(samples, route: str = "ort", rounds: int = 6, **over):  # type: ignore[no-untyped-def]
+    """A record whose samples ran in `rounds` rounds of equal size (the rest in the last)."""
     rec = {"device": "local", "route": route, "variant": "fp32", "threads": 1,
            "status": "ok", "model": "tiny", "model_hash": "abc",
            "samples_ms": None if samples is None else [float(v) for v in samples]}
+    if samples is not None:
+        n = len(rec["samples_ms"])
+        k = min(rounds, n)
+        sizes = [n // k] * k
+        sizes[-1] += n - sum(sizes)
+        rec["rounds"] = {"planned": k, "done": k, "sizes": sizes}
     rec.update(over)
     return rec
+
+
+def _floor(pct: float) -> Floor:
+    return Floor("local", {"median": pct, "p90": 2 * pct}, [], {"model": "tiny"})
 
 
 def test_clearly_different_is_significant() -> None:
@@ -37,8 +51,9 @@ def test_clearly_different_is_significant() -> None:
     a = rng.normal(10.0, 0.2, 60)
     b = rng.normal(9.0, 0.2, 60)
     (faster,) = compare_records([_rec(a)], [_rec(b)])
-    assert faster.verdict == FASTER
-    assert faster.p_value is not None and faster.p_value < 1e-6
+    assert faster.verdict == FASTER and (faster.rounds_a, faster.rounds_b) == (6, 6)
+    # every round of B below every round of A: the exact two-sided p of 6 vs 6 rounds
+    assert faster.p_value == pytest.approx(2 / 924)
     assert faster.ratio == pytest.approx(np.median(b) / np.median(a))
     assert faster.ratio_ci_high is not None and faster.ratio_ci_high < 1.0
     assert faster.ratio_ci_low is not None and faster.ratio_ci_low < faster.ratio
@@ -61,14 +76,51 @@ def test_same_distribution_is_no_significant_difference() -> None:
     assert (constant.verdict, constant.p_value) == (SAME, 1.0)  # all ties: no evidence
 
 
-def test_few_samples_are_not_enough_evidence() -> None:
-    # B is twice as slow, but with 3 samples each the exact two-sided p is 0.1
+def test_few_rounds_are_not_enough_evidence() -> None:
+    # B is twice as slow, but 3 rounds each can never reach p < 0.05 (smallest p 0.1)
     (c,) = compare_records([_rec([1.0, 1.1, 1.2])], [_rec([2.0, 2.1, 2.2])])
-    assert c.ratio == pytest.approx(2.1 / 1.1)
-    assert c.p_value == pytest.approx(0.1)
-    assert c.verdict == SAME
+    assert c.ratio == pytest.approx(2.1 / 1.1) and (c.rounds_a, c.rounds_b) == (3, 3)
+    assert c.p_value is None and c.verdict == NOT_ENOUGH
     (c,) = compare_records([_rec([1.0, 1.1, 1.2])], [_rec([2.0, 2.1, 2.2])], alpha=0.2)
-    assert c.verdict == SLOWER
+    assert c.verdict == SLOWER and c.p_value == pytest.approx(0.1)
+    # thousands of samples in ONE round each: still one replicate a side, never a verdict
+    rng = np.random.default_rng(7)
+    (c,) = compare_records([_rec(rng.normal(10, 0.1, 3000), rounds=1)],
+                           [_rec(rng.normal(12, 0.1, 3000), rounds=1)])
+    assert c.verdict == NOT_ENOUGH
+
+
+def test_a_change_inside_the_noise_floor_is_within_noise() -> None:
+    rng = np.random.default_rng(8)
+    base = rng.normal(10.0, 0.05, 600)
+    slow = rng.normal(10.4, 0.05, 600)  # +4 %, every round
+    (plain,) = compare_records([_rec(base)], [_rec(slow)])
+    assert plain.verdict == SLOWER and plain.floor_pct is None
+    (c,) = compare_records([_rec(base)], [_rec(slow)], floors={"local": _floor(5.0)})
+    assert c.verdict == "within noise (±5.0 %)" and c.floor_pct == 5.0
+    (c,) = compare_records([_rec(base)], [_rec(slow)], floors={"local": _floor(2.0)})
+    assert c.verdict == SLOWER  # beyond the floor and significant over rounds
+    (c,) = compare_records([_rec(base)], [_rec(slow)], floors={"other": _floor(5.0)})
+    assert c.verdict == SLOWER  # another device's floor is not this one's
+
+
+def test_floor_of_a_b_pairs_and_the_store(tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    runs = [[_rec(rng.normal(10.0 * f, 0.05, 120), run_id=f"r{i}")]
+            for i, f in enumerate((1.0, 1.03, 1.0, 0.98))]
+    for (rec,) in runs:
+        rec["rounds"].update(steal_pct=[0.0, 1.5] * 3, load1=[1.0, 3.0] * 3)
+    floor = floor_of("local", [("r0", "r1", runs[0], runs[1]), ("r2", "r3", runs[2], runs[3])],
+                     {"model": "tiny", "routes": ["ort"]}, "2026-01-01T00:00:00Z")
+    # the spread of all four runs (1.03 / 0.98 - 1), wider than either pair's own move
+    assert floor.pct() == pytest.approx(5.1, abs=0.5)
+    assert [round(p["changes"][next(iter(p["changes"]))]["median"]) for p in floor.pairs] \
+        == [3, -2]
+    assert floor.steal_pct["max"] == 1.5 and floor.load1["max"] == 3.0
+    assert "A/A pair(s) of tiny ort" in floor.describe()
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        save_floor(store, floor)
+        assert load_floor(store, "local") == floor and load_floor(store, "other") is None
 
 
 def test_keys_missing_and_unmeasured() -> None:
@@ -79,7 +131,7 @@ def test_keys_missing_and_unmeasured() -> None:
     got = {(c.route, c.threads): c for c in compare_records(a, b)}
     assert got[("ort", 1)].verdict == ONLY_A
     assert got[("ort", 2)].verdict == ONLY_B
-    assert got[("tvm", 1)].verdict == SAME
+    assert got[("tvm", 1)].verdict == NOT_ENOUGH  # 3 rounds of one sample each
     custom = got[("custom", 1)]
     assert custom.verdict == NOT_MEASURED and "A not measured (failed: boom)" in custom.note
     assert [c.route for c in compare_records(a, b)] == ["custom", "ort", "ort", "tvm"]
@@ -90,7 +142,7 @@ def test_notes_pooling_models_invalid_drift() -> None:
     b = [_rec([1.0, 1.2, 1.1], model="other", model_hash="def", status="invalid",
               drift=["freq: cpu0 1 -> 2 kHz (+100.0%)"])]
     (c,) = compare_records(a, b)
-    assert c.n_a == 4 and c.n_b == 3
+    assert c.n_a == 4 and c.n_b == 3 and (c.rounds_a, c.rounds_b) == (4, 3)
     for part in ("models differ", "A pools 2 records", "B outputs invalid", "B drift: 1"):
         assert part in c.note
 
@@ -105,7 +157,7 @@ def test_printing_comparisons() -> None:
     console.print(render_comparisons(comps, "runA", "runB"))
     text = console.export_text()
     assert "ratio B/A" in text and "faster" in text and "Mann-Whitney U" in text
-    assert "median B / median A" in text
+    assert "median B / median A" in text and "(exact) on round" in text and "6/6" in text
 
 
 def test_cli_compare_and_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,13 +62,28 @@ def _takes_store(parser: argparse.ArgumentParser) -> bool:
     return any(_takes_store(p) for s in subs for p in s.choices.values())
 
 
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: p for s in subs for name, p in s.choices.items()}
+
+
 def test_store_commands_are_the_subcommands_that_take_store() -> None:
     from farm import followup
 
     top = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    # whole: the subcommand, or every action of it, takes --store
+    whole = {name for name, p in top.choices.items() if not name.startswith("__") and (
+             "--store" in p._option_string_actions
+             or (_actions(p) and all(_takes_store(a) for a in _actions(p).values())))}
     taking = {name for name, p in top.choices.items()
               if _takes_store(p) and not name.startswith("__")}
-    assert taking == set(followup.STORE_COMMANDS)
+    assert whole == set(followup.STORE_COMMANDS)
+    # a subcommand with actions of which only some take --store: those, by name
+    for name in taking - whole:
+        actions = _actions(top.choices[name])
+        assert {a for a, p in actions.items() if _takes_store(p)} == \
+            followup.STORE_ACTIONS[name], name
+    assert set(followup.STORE_ACTIONS) == taking - whole
     assert followup.STORE_ONLY_COMMANDS <= followup.STORE_COMMANDS
 
 

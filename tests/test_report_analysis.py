@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import wilcoxon
 from test_report_data import constructed_records, write_store
 
 from farm.errors import StoreError
@@ -15,6 +16,7 @@ from farm.report.analysis import analyze, load_report
 from farm.report.configs import config_flags, fusion_of
 from farm.report.outputs import format_report
 from farm.report.tables import to_csv
+from farm.results.rounds import ci_of_median, split_rounds
 from farm.results.stats import bootstrap_ci
 
 
@@ -69,8 +71,14 @@ def test_latency_every_number_is_recomputed_from_raw_samples(stored, report):
         assert row["min_ms"] == pytest.approx(x.min(), rel=1e-12)
         assert row["cv"] == pytest.approx(x.std(ddof=1) / x.mean(), rel=1e-9)
         policy = recs[0]["policy"]
-        low, high = bootstrap_ci(x, seed=policy["seed"], n_boot=policy["n_boot"])
+        rounds = [y for r in recs
+                  for y in split_rounds(r["samples_ms"], (r["rounds"] or {}).get("sizes"))]
+        # several rounds: the two-level bootstrap; one round: the bootstrap of its samples
+        seed, n_boot = policy["seed"], policy["n_boot"]
+        low, high = (ci_of_median(rounds, seed=seed, n_boot=n_boot) if len(rounds) > 1
+                     else bootstrap_ci(x, seed=seed, n_boot=n_boot))
         assert (row["ci95_low_ms"], row["ci95_high_ms"]) == pytest.approx((low, high))
+        assert row["rounds"] == len(rounds)
         assert row["ci95_low_ms"] <= row["median_ms"] <= row["ci95_high_ms"]
         loads = [r["load_ms"] for r in recs if r["load_ms"] is not None]
         assert row["load_ms"] == (pytest.approx(np.median(loads)) if loads else None)
@@ -154,22 +162,42 @@ def test_fusion_effect_recomputed(stored, report):
         t_off, t_on = block(off, row["block"]), block(on, row["block"])
         assert row["off_ms"] == pytest.approx(t_off, rel=1e-12)
         assert row["on_ms"] == pytest.approx(t_on, rel=1e-12)
-        assert row["reduction_pct"] == pytest.approx((t_off - t_on) / t_off * 100, rel=1e-9)
+        if row["block"] == "end-to-end":
+            # paired by round: both keys' rounds in run order, the first 6 of each shared
+            def medians(recs):
+                return [float(np.median(y)) for r in recs
+                        for y in split_rounds(r["samples_ms"], r["rounds"]["sizes"])]
+            m_off, m_on = medians(off), medians(on)
+            k = min(len(m_off), len(m_on))
+            ratio = np.median(np.array(m_on[:k]) / np.array(m_off[:k]))
+            assert row["reduction_pct"] == pytest.approx((1 - ratio) * 100, rel=1e-9)
+            assert row["rounds"] == k == 6 and row["p_value"] == pytest.approx(2 / 64)
+            # every round faster with fusion on: judged, and significant at 0.05
+            assert row["verdict"] == "significant" and row["significant"]
+            assert row["method"].startswith("paired rounds")
+        else:
+            assert row["reduction_pct"] == pytest.approx((t_off - t_on) / t_off * 100,
+                                                         rel=1e-9)
+            assert row["verdict"] == "not judged: one profile per key"
+            assert row["method"] == ("bootstrap: profile runs" if row["route"] == "tvm" else
+                                     "bootstrap: e2e-scaled")
         assert row["ci_low_pct"] <= row["reduction_pct"] <= row["ci_high_pct"]
-        assert row["significant"] == (row["ci_low_pct"] > 0 or row["ci_high_pct"] < 0)
-        expected_method = ("bootstrap: raw samples" if row["block"] == "end-to-end" else
-                           "bootstrap: profile runs" if row["route"] == "tvm" else
-                           "bootstrap: e2e-scaled")
-        assert row["method"] == expected_method
 
 
 def test_fusion_needs_a_pair_and_finds_no_effect_in_identical_samples():
     base = {"device": "d", "route": "tvm", "model": "m", "variant": "fp32", "threads": 1,
-            "status": "ok", "samples_ms": [1.0, 1.1, 0.9, 1.05, 0.95] * 8}
+            "status": "ok", "samples_ms": [1.0, 1.1, 0.9, 1.05, 0.95] * 8, "run_id": "r",
+            "rounds": {"sizes": [5] * 8}}
     recs = [{**base, "build_flags": {"fusion": False}}, {**base, "build_flags": {"fusion": True}}]
     rep = analyze(recs, n_boot=300)
     (row,) = rep.tables["fusion"].rows
     assert row["reduction_pct"] == 0.0 and not row["significant"]
+    assert row["verdict"] == "not significant" and row["rounds"] == 8
+    # the same data in 5 rounds: too few for the signed-rank test to ever say yes
+    few = [{**r, "samples_ms": r["samples_ms"][:25], "rounds": {"sizes": [5] * 5}}
+           for r in recs]
+    (row,) = analyze(few, n_boot=300).tables["fusion"].rows
+    assert row["verdict"] == "not enough rounds to judge" and not row["significant"]
     only_on = analyze(recs[1:], n_boot=300)
     assert only_on.tables["fusion"].rows == []
 
@@ -215,17 +243,27 @@ def test_decision_matrix_winners_margins_and_overlap(stored, report):
         assert fastest["runner_up"] == ranked[1]
         assert fastest["margin_value"] == pytest.approx(
             (meds[ranked[1]] / meds[ranked[0]] - 1) * 100, rel=1e-9)
-        lat = {(r["route"]): r for r in report.tables["latency"].rows
-               if r["device"] == device and _row_key(r)[2] == "on"}
-        a, b = lat[ranked[0]], lat[ranked[1]]
-        overlap = a["ci95_low_ms"] <= b["ci95_high_ms"] and b["ci95_low_ms"] <= a["ci95_high_ms"]
-        assert fastest["verdict"] == ("no significant difference" if overlap else "winner")
-    # constructed so: on local, ORT (5.0 ms) and custom (5.05 ms) overlap; on qemu ORT wins
+        # judged over the 6 rounds both ran in: signed-rank test of the paired round medians
+        def medians(route, device=device):
+            return [float(np.median(y)) for r in groups[(device, route, "on")]
+                    for y in split_rounds(r["samples_ms"], r["rounds"]["sizes"])][:6]
+        p = wilcoxon(np.log(np.array(medians(ranked[1])) / np.array(medians(ranked[0])))).pvalue
+        assert fastest["verdict"] == ("winner" if p < 0.05 else "no significant difference")
+    # constructed so: on local, ORT (5.0 ms) and custom (5.05 ms) are not told apart by 6
+    # rounds; on qemu ORT wins every round
     assert rows[("local", "fastest")]["verdict"] == "no significant difference"
     assert rows[("qemu-a64", "fastest")]["verdict"] == "winner"
     assert rows[("local", "smallest")]["winner"] == "custom"
     assert rows[("local", "smallest")]["winner_value"] == 150_000 + 2_000_000
     assert rows[("local", "leanest")]["winner"] == "custom"
+    # ranked on what the model adds to the idle runner: ORT's ~20 MB over its 60 MB Python
+    # beats TVM's ~35 MB over 5 MB, although ORT's total (80 MB) is twice TVM's
+    lean = rows[("qemu-a64", "leanest")]
+    assert lean["winner"] == "ort" and lean["runner_up"] == "tvm"
+    assert lean["statistic"] == "peak VmHWM - idle runner"
+    assert "on an idle runner of 58.6 MiB (total" in lean["note"]
+    caption = report.tables["decision"].caption
+    assert "Left out:" in caption and "fusion off: the fusion table's baseline" in caption
     assert rows[("qemu-a64", "coverage")]["winner"] == "ort = tvm"
     assert rows[("qemu-a64", "coverage")]["runner_up"] == "custom"
     assert rows[("local", "build cost")]["winner"] == "ort"

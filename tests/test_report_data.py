@@ -41,10 +41,18 @@ SHARES_UNFUSED = {"attention": 0.36, "fc": 0.42, "layernorm": 0.10, "gelu": 0.08
                   "other": 0.12}
 
 
+ROUNDS = 6
+
+
+def _sizes(n: int) -> list[int]:
+    """n samples in ROUNDS rounds (the rest in the last)."""
+    return [n // ROUNDS] * (ROUNDS - 1) + [n - n // ROUNDS * (ROUNDS - 1)]
+
+
 def constructed_records(seed: int = 7, devices: tuple[str, ...] = ("local", "qemu-a64")
                         ) -> list[dict[str, Any]]:
-    """A triangle's worth of records: ORT and TVM with fusion off/on (TVM with two
-    interleaved repeats of the fused config), custom unavailable on one device."""
+    """A triangle's worth of records: ORT and TVM with fusion off/on in 6 rounds (TVM's
+    fused config in two records of one run: pooled), custom unavailable on one device."""
     rng = np.random.default_rng(seed)
     recs: list[dict[str, Any]] = []
     base = {"model": "tiny", "variant": "fp32", "threads": 1, "transport": "local",
@@ -66,6 +74,8 @@ def constructed_records(seed: int = 7, devices: tuple[str, ...] = ("local", "qem
                 e2e = med * scale
                 recs.append({**base, "device": device, "route": route, "status": "ok",
                              "build_flags": flags, "samples_ms": _samples(rng, e2e, n),
+                             "rounds": {"planned": ROUNDS, "done": ROUNDS,
+                                        "sizes": _sizes(n)},
                              "ops": _ops(rng, e2e * 1.05, shares, 5 if route == "tvm" else 1),
                              "sizes": {"runtime": 9_000_000 if route == "ort" else 1_500_000,
                                        "code": 0 if route == "ort" else 400_000 + 1000 * dev_i,
@@ -73,14 +83,19 @@ def constructed_records(seed: int = 7, devices: tuple[str, ...] = ("local", "qem
                              "peak_vmhwm_kb": int((80_000 if route == "ort" else 40_000)
                                                   + rng.integers(0, 500)),
                              "peak_pss_kb": 70_000 if route == "ort" else 35_000,
+                             # the idle runner: a Python with numpy and onnxruntime for ORT,
+                             # the C++ runtime for TVM (so ORT's model adds less)
+                             "memory_baseline_kb": 60_000 if route == "ort" else 5_000,
                              "memory_method": "smaps_rollup", "load_ms": 30.0 + dev_i,
                              "first_run_ms": e2e * 2, "warmup_runs": 3})
         if dev_i == 0:
             recs.append({**base, "device": device, "route": "custom", "status": "ok",
                          "build_flags": {"fusion": True, "build_s": 3.0},
                          "samples_ms": _samples(rng, 5.05 * scale, 30),
+                         "rounds": {"planned": ROUNDS, "done": ROUNDS, "sizes": _sizes(30)},
                          "sizes": {"runtime": 0, "code": 150_000, "weights": 2_000_000},
                          "peak_vmhwm_kb": 12_000, "peak_pss_kb": 11_000,
+                         "memory_baseline_kb": 1_000,
                          "memory_method": "smaps_rollup",
                          "ops": _ops(rng, 5.2, SHARES_FUSED, 1)})
         else:

@@ -39,7 +39,7 @@ def test_terminal_tables_name_statistic_and_unit(stored):
     for header in ("median ms", "p90 ms", "CI95 low ms", "CI95 high ms", "peak VmHWM KiB",
                    "total KiB", "attention ms", "reduction %", "why not", "verdict"):
         assert header in text, header
-    assert "95% CI of the median by seeded percentile bootstrap" in text.replace("\n", " ")
+    assert "95% CI of the median by seeded two-level bootstrap" in text.replace("\n", " ")
     for row in report.tables["latency"].rows:
         if row["median_ms"] is not None:
             assert f"{row['median_ms']:.3f}" in text

@@ -10,9 +10,12 @@ from farm.testing.result import FarmResult
 
 
 def _rec(run_id: str, samples, **over):  # type: ignore[no-untyped-def]
+    """A record of 5 rounds (samples in round order)."""
+    n = len(samples)
     return {"run_id": run_id, "device": "local", "route": "ort", "model": "enc",
             "variant": "fp32", "threads": 1, "status": "ok",
-            "samples_ms": [float(v) for v in samples], **over}
+            "samples_ms": [float(v) for v in samples],
+            "rounds": {"planned": 5, "done": 5, "sizes": [n // 5] * 5}, **over}
 
 
 def test_no_slower_than_against_a_tag(tmp_path):
@@ -31,6 +34,7 @@ def test_no_slower_than_against_a_tag(tmp_path):
     check = FarmResult(slow, path).no_slower_than("main", "5%")
     assert not check and check.verdict == "regression"
     assert "regression" in repr(check) and "+30" in repr(check) and "vs main" in repr(check)
+    assert "over 5/5 rounds" in repr(check) and "no noise floor" in repr(check)
     assert FarmResult(same, path).no_slower_than("main", "5%")
     emulated = FarmResult(emu, path).no_slower_than("main", "5%")
     assert emulated and emulated.verdict == "not compared: emulated"

@@ -13,7 +13,8 @@ null, "threads": int (0/null = ORT default), "policy": {...}, "profile_runs": K,
 = ORT's own defaults)}}.
 
 Events, in this order: loaded, first, warmup, samples (batched, repeats), outputs, memory
-(measured BEFORE the profiling session is created, so the peak is the timed session's own),
+(measured BEFORE the profiling session is created, so the peak is the timed session's own;
+`baseline_kb` is the peak before any session or model: the runtime's idle cost),
 ops (only when profile_runs > 0), info (ort_version, python, providers_available, provider,
 opt_level, threads, node_count after optimisation, node_providers {provider: nodes},
 session_options (read back from the timed session: ORT's values, not the request's),
@@ -445,6 +446,9 @@ def run(request, emit, info):
                  "threads": request.get("threads"),
                  "runtime_bytes": runtime_bytes(ort)})
     ftns, categories = _ftns(), _categories()
+    # the idle baseline: Python, numpy and onnxruntime imported, no session or model yet
+    # (the decision matrix judges memory on what the model adds, the same way per route)
+    baseline_kb = memory()[0]
 
     t0 = time.perf_counter()
     try:
@@ -465,7 +469,7 @@ def run(request, emit, info):
         write_outputs(np, ftns, sess, first, request["outputs"])
         emit("outputs", file=request["outputs"])
     vmhwm, pss, method = memory()
-    emit("memory", vmhwm_kb=vmhwm, pss_kb=pss, method=method)
+    emit("memory", vmhwm_kb=vmhwm, pss_kb=pss, baseline_kb=baseline_kb, method=method)
     del sess
 
     nodes, run_ms = profile(ort, categories, request, feeds)

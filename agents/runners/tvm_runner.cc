@@ -201,6 +201,9 @@ int run(const std::string& request_path) {
   if (probe.good()) meta = json::Parse(read_file(meta_path)).cast<json::Object>();
   json::Object kernels = get_or(meta, "kernels", json::Object());
 
+  // the idle baseline: the runtime's libraries mapped, no model loaded (the decision
+  // matrix judges memory on what the model adds to it, the same way for every route)
+  long baseline = status_kb("/proc/self/status", "VmHWM:");
   double t0 = now_ms();
   ffi::Module lib = ffi::Module::LoadFromFile(lib_path);
   ffi::Module vm = (*lib->GetFunction("vm_load_executable"))().cast<ffi::Module>();
@@ -344,6 +347,8 @@ int run(const std::string& request_path) {
   long pss = status_kb("/proc/self/smaps_rollup", "Pss:");
   emit(json::Object{{"ev", "memory"}, {"vmhwm_kb", static_cast<int64_t>(hwm)},
                     {"pss_kb", pss < 0 ? ffi::Any(nullptr) : ffi::Any(static_cast<int64_t>(pss))},
+                    {"baseline_kb", baseline < 0 ? ffi::Any(nullptr)
+                                                 : ffi::Any(static_cast<int64_t>(baseline))},
                     {"method", "runtime-only C++ runner, /proc/self/status VmHWM"}});
   emit(json::Object{{"ev", "done"}});
   return 0;

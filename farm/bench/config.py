@@ -9,13 +9,26 @@ record's `policy` field together with the seed, so a result says how it was meas
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from farm import isa as isa_levels
 from farm.errors import UsageError
+from farm.results.rounds import min_paired_rounds
 from farm.results.stats import DEFAULT_N_BOOT
 from farm.routes import ROUTES, RouteKey, parse_keys
+
+# `farm bench` and `farm triangle` run this many rounds unless told: the fewest whose
+# paired verdicts (fusion on/off, route vs route: Wilcoxon signed-rank) can be significant
+# at alpha 0.05 at all; fewer rounds make every such verdict "not enough rounds to judge"
+DEFAULT_ROUNDS = min_paired_rounds(0.05)
+# the measuring time of one route key, split over its rounds: more rounds, shorter rounds
+# (a round still measures at least ROUND_MIN_TIME_S), so `farm bench --model tiny` stays
+# quick while the replicates that matter, the rounds, grow
+TOTAL_MIN_TIME_S = 3.0
+ROUND_MIN_TIME_S = 0.5
+TOTAL_MIN_RUNS = 50
 
 
 def default_keys() -> tuple[RouteKey, ...]:
@@ -43,6 +56,24 @@ class Policy:
         if self.max_time_s < self.min_time_s:
             raise UsageError(f"--max-time {self.max_time_s} is below --min-time "
                              f"{self.min_time_s}")
+
+    @classmethod
+    def for_rounds(cls, rounds: int, *, min_runs: int | None = None,
+                   min_time_s: float | None = None, warmup_min_s: float | None = None,
+                   **given: Any) -> Policy:
+        """The policy of ONE round when a key runs `rounds` rounds; what is not given is
+        split: min time = max(ROUND_MIN_TIME_S, TOTAL_MIN_TIME_S / rounds), min runs =
+        max(10, TOTAL_MIN_RUNS / rounds), warm-up 0.25 s with several rounds (each round is a
+        fresh process: it warms up again, and a quarter second warms a small model)."""
+        rounds = max(1, rounds)
+        if min_time_s is None:
+            min_time_s = max(ROUND_MIN_TIME_S, TOTAL_MIN_TIME_S / rounds)
+        if min_runs is None:
+            min_runs = max(10, math.ceil(TOTAL_MIN_RUNS / rounds))
+        if warmup_min_s is None:
+            warmup_min_s = 0.25 if rounds > 1 else cls.warmup_min_s
+        return cls(min_runs=min_runs, min_time_s=min_time_s, warmup_min_s=warmup_min_s,
+                   **given)
 
     def as_request(self) -> dict[str, Any]:
         return asdict(self)

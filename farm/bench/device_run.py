@@ -42,6 +42,7 @@ from farm.inventory.device import Device
 from farm.libout import Capture, capture
 from farm.results.emulation import record_emulated
 from farm.results.keeper import Keeper
+from farm.results.noise import round_facts
 from farm.results.schema import FAILED, INVALID, OK, PARTIAL, UNAVAILABLE, unfinished_rounds
 from farm.results.stats import interleaved_order
 from farm.routes import RouteKey, RoutePlan, key_of_record
@@ -211,7 +212,7 @@ class DeviceRun:
             self.current = route
             out = outcomes[route]
             try:
-                self._repeat(route, out, index, len(order), last=left[route] == 1)
+                facts = self._repeat(route, out, index, len(order), last=left[route] == 1)
             except RouteError as exc:
                 if self.stop.is_set():  # cancelled by Ctrl-C, not a failure of the route
                     raise Interrupted from None
@@ -219,7 +220,7 @@ class DeviceRun:
                 self.done.add(route)
                 self.current = None
                 continue
-            out.end_round()
+            out.end_round(facts)
             left[route] -= 1
             if not left[route]:
                 self._finish_route(route, out)
@@ -246,16 +247,21 @@ class DeviceRun:
                                       f"{self.device.arch}: {exc}"})
 
     def _repeat(self, route: RouteKey, out: RouteOutcome, index: int, total: int, *,
-                last: bool) -> None:
+                last: bool) -> dict[str, Any]:
+        """One round of `route`; returns what the device state says about it (steal and
+        load, `farm.results.noise.round_facts`)."""
         before = self.backend.state()
         out.state_before = out.state_before or before
         self.emit("route_start", route=route, index=index, total=total,
                   **state_summary(before))
         self.backend.run_repeat(route, out, index, total, last=last)
         after = self.backend.state()
+        facts = round_facts(before, after)
         if after is not None:
             out.state_after = after
-            self.emit("state", **state_summary(after))
+            self.emit("state", **state_summary(after), steal_pct=facts["steal_pct"],
+                      load1=facts["load1"])
+        return facts
 
     def _finish_route(self, route: RouteKey, out: RouteOutcome) -> None:
         try:

@@ -28,6 +28,7 @@ from farm.bench.records import RouteOutcome, make_record
 from farm.errors import FarmError
 from farm.inventory.device import Device
 from farm.results.keeper import MEMORY, SPILL, Keeper
+from farm.results.noise import noise_warnings
 from farm.results.schema import (
     FAILED,
     OK,
@@ -121,7 +122,8 @@ class Recorder:
         skipped = self.config.routes_default and status == UNAVAILABLE
         self.emit("route_done", route=route, status=status, detail=detail,
                   n=stored["n"], median_ms=stored["median_ms"], p90_ms=stored["p90_ms"],
-                  drift=list(drift or []), skipped=skipped)
+                  drift=list(drift or []), skipped=skipped,
+                  rounds=len(stored["round_medians_ms"] or []), noise=noise_warnings(stored))
         return stored
 
     def _tell_kept(self, route: RouteKey, where: str) -> None:

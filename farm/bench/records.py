@@ -16,6 +16,9 @@ from farm.results.emulation import record_emulated
 from farm.results.schema import empty_record
 from farm.routes import ROUTES
 
+# what the record's `rounds` keeps per round, beside `sizes`
+ROUND_FACT_KEYS = ("steal_pct", "busy_pct", "load1", "vmhwm_kb", "baseline_kb")
+
 
 @dataclass
 class RouteOutcome:
@@ -33,35 +36,50 @@ class RouteOutcome:
     state_before: dict[str, Any] | None = None
     state_after: dict[str, Any] | None = None
     round_sizes: list[int] = field(default_factory=list)  # samples of each finished repeat
+    # per finished round: steal/busy/load (`farm.results.noise.round_facts`) and memory
+    round_facts: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: dict[str, Any] | None = None  # the partial record a --resume continues
+    _round_memory: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def resumed(cls, route: str, record: dict[str, Any]) -> RouteOutcome:
         """The outcome so far of a route whose earlier rounds are in a `partial` record."""
         rounds = record.get("rounds") or {}
         sizes = [int(n) for n in rounds.get("sizes") or []]
+        kept = [k for k in ROUND_FACT_KEYS
+                if isinstance(rounds.get(k), list) and len(rounds[k]) == len(sizes)]
+        facts = [{k: rounds[k][i] for k in kept} for i in range(len(sizes))]
         return cls(route, samples_ms=list(record.get("samples_ms") or [])[:sum(sizes)],
+                   round_facts=facts,
                    load_ms=record.get("load_ms"), first_ms=record.get("first_run_ms"),
                    warmup_runs=int(record.get("warmup_runs") or 0),
                    state_before=record.get("state_before"), round_sizes=sizes,
                    memory={k: record.get(f) for k, f in (("vmhwm_kb", "peak_vmhwm_kb"),
                                                          ("pss_kb", "peak_pss_kb"),
-                                                         ("method", "memory_method"))
+                                                         ("method", "memory_method"),
+                                                         ("baseline_kb", "memory_baseline_kb"))
                            if record.get(f) is not None},
                    resumed_from=record)
 
-    def end_round(self) -> None:
-        """A repeat finished: its samples count as a round."""
+    def end_round(self, facts: dict[str, Any] | None = None) -> None:
+        """A repeat finished: its samples count as a round; `facts` is what the device
+        state said about it (steal, load), the round's memory readings are added."""
         self.round_sizes.append(len(self.samples_ms) - sum(self.round_sizes))
+        mem = self._round_memory
+        self.round_facts.append({**(facts or {}), "vmhwm_kb": mem.get("vmhwm_kb"),
+                                 "baseline_kb": mem.get("baseline_kb")})
+        self._round_memory = {}
 
     def drop_unfinished_round(self) -> None:
         """The device dropped mid-repeat: keep only the samples of finished rounds."""
         del self.samples_ms[sum(self.round_sizes):]
 
     def rounds(self, planned: int, stopped: str | None = None) -> dict[str, Any]:
-        """The record's `rounds` field."""
+        """The record's `rounds` field: per-round lists sit beside `sizes`, in round order."""
+        per_round = {k: [f.get(k) for f in self.round_facts] for k in ROUND_FACT_KEYS} \
+            if len(self.round_facts) == len(self.round_sizes) else {}
         return {"planned": planned, "done": len(self.round_sizes),
-                "sizes": list(self.round_sizes), "stopped": stopped,
+                "sizes": list(self.round_sizes), **per_round, "stopped": stopped,
                 "resumed_from": (self.resumed_from or {}).get("record_id")}
 
     def absorb(self, ev: dict[str, Any]) -> None:
@@ -78,6 +96,7 @@ class RouteOutcome:
         elif kind == "ops":
             self.ops = {k: v for k, v in ev.items() if k != "ev"}
         elif kind == "memory":
+            self._round_memory = {k: v for k, v in ev.items() if k != "ev"}
             # several repeats: keep the highest peak, it is the honest one
             old = self.memory.get("vmhwm_kb") or 0
             if (ev.get("vmhwm_kb") or 0) >= old:
@@ -127,6 +146,7 @@ def make_record(*, run_id: str, device: Device, hello: dict[str, Any] | None, ro
         peak_vmhwm_kb=out.memory.get("vmhwm_kb"),
         peak_pss_kb=out.memory.get("pss_kb"),
         memory_method=out.memory.get("method"),
+        memory_baseline_kb=out.memory.get("baseline_kb"),
         state_before=out.state_before,
         state_after=out.state_after,
         drift=drift,

@@ -26,7 +26,14 @@ from rich.console import Console
 from rich.text import Text
 
 from farm import followup
-from farm.bench.config import BenchConfig, Policy
+from farm.bench.config import (
+    DEFAULT_ROUNDS,
+    ROUND_MIN_TIME_S,
+    TOTAL_MIN_RUNS,
+    TOTAL_MIN_TIME_S,
+    BenchConfig,
+    Policy,
+)
 from farm.cli.drive import add_events_option, drive, report_kept
 from farm.cli.isa_opt import add_isa_option, isa_from
 from farm.cli.results_cmd import add_columns_option, store_arg
@@ -51,9 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         + " (default: every route the device offers for the model, fused: "
                         + ",".join(ROUTES) + "; those it cannot run are skipped and named)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
+    add_rounds_option(p)
     add_policy_options(p)
-    p.add_argument("--repeats", type=int, default=1,
-                   help="rounds of all routes (samples of a route are pooled)")
     add_session_options(p)
     p.add_argument("--resume", metavar="RUN",
                    help="continue run RUN (id, prefix or 'latest') with its own settings: "
@@ -95,15 +101,32 @@ def session_kwargs(args: argparse.Namespace) -> dict[str, float | None]:
             "link_timeout_s": args.link_timeout}
 
 
+def add_rounds_option(p: argparse.ArgumentParser) -> None:
+    """Rounds: the replicates every verdict is judged on (shared with `triangle`)."""
+    p.add_argument("--rounds", "--repeats", dest="repeats", metavar="N", type=int,
+                   default=DEFAULT_ROUNDS,
+                   help="interleaved rounds of all routes, each a fresh runner process: the "
+                        f"unit verdicts are judged on (default {DEFAULT_ROUNDS}, the fewest "
+                        "a paired test can judge at alpha 0.05)")
+
+
 def add_policy_options(p: argparse.ArgumentParser) -> None:
-    """How to measure: the stopping rules, order and profiling (shared with `triangle`)."""
+    """How to measure one round: the stopping rules, order and profiling (shared with
+    `triangle`). --runs, --min-time and --warmup-time default to a share of the key's
+    measuring time (`Policy.for_rounds`)."""
     d = Policy()
-    p.add_argument("--runs", type=int, default=d.min_runs, help="minimum measured runs")
-    p.add_argument("--min-time", type=float, default=d.min_time_s, help="minimum seconds")
-    p.add_argument("--max-time", type=float, default=d.max_time_s, help="maximum seconds")
+    p.add_argument("--runs", type=int, default=None,
+                   help=f"minimum measured runs per round (default max(10, "
+                        f"{TOTAL_MIN_RUNS} / rounds))")
+    p.add_argument("--min-time", type=float, default=None,
+                   help=f"minimum seconds per round (default max({ROUND_MIN_TIME_S}, "
+                        f"{TOTAL_MIN_TIME_S} / rounds))")
+    p.add_argument("--max-time", type=float, default=d.max_time_s,
+                   help="maximum seconds per round")
     p.add_argument("--warmup", type=int, default=d.warmup_runs, help="warm-up runs")
-    p.add_argument("--warmup-time", type=float, default=d.warmup_min_s,
-                   help="minimum warm-up seconds")
+    p.add_argument("--warmup-time", type=float, default=None,
+                   help="minimum warm-up seconds per round (default 0.25 with several "
+                        f"rounds, else {d.warmup_min_s})")
     p.add_argument("--pause", type=float, default=1.0, help="seconds between routes")
     p.add_argument("--seed", type=int, default=0, help="route order and bootstrap seed")
     p.add_argument("--profile-runs", type=int, default=5,
@@ -111,8 +134,11 @@ def add_policy_options(p: argparse.ArgumentParser) -> None:
 
 
 def policy_from(args: argparse.Namespace) -> Policy:
-    return Policy(warmup_runs=args.warmup, warmup_min_s=args.warmup_time,
-                  min_runs=args.runs, min_time_s=args.min_time, max_time_s=args.max_time)
+    if args.repeats < 1:
+        raise UsageError("--rounds must be >= 1")
+    return Policy.for_rounds(args.repeats, warmup_runs=args.warmup,
+                             warmup_min_s=args.warmup_time, min_runs=args.runs,
+                             min_time_s=args.min_time, max_time_s=args.max_time)
 
 
 def config_from(args: argparse.Namespace, isa: str | None = None) -> BenchConfig:
@@ -166,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
 
 def report(result: BenchResult, output: str, columns: str | None, out: Console,
            err: Console, store: Store, default_routes: bool = False) -> None:
+    from farm.results.noise import noise_warnings
     from farm.results.printers import columns_for, format_records, render_results
 
     if result.refused:
@@ -197,6 +224,13 @@ def report(result: BenchResult, output: str, columns: str | None, out: Console,
         if default_routes and r["status"] == "unavailable":
             what = f"skipped (not named by --routes): {r['status_detail']}"
         err.print(f"farm: {r['device']}/{r['route']}: {what}", markup=False, highlight=False)
+    for r in result.records:
+        noisy = noise_warnings(r)
+        if noisy:
+            err.print(Text(f"farm: warning: {r['device']}/{r['route']}: noisy: "
+                           f"{'; '.join(noisy)}: its CI is wide and a comparison may say "
+                           f"'within noise' (`farm devices check {r['device']}`)",
+                           style="yellow"))
     machine_whole = output in ("json", "jsonl")  # stdout holds every field of each record
     report_kept(result, err, None if machine_whole else
                 sys.stdout if output == "table" else sys.stderr)

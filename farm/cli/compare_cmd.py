@@ -1,9 +1,12 @@
 """`farm compare BASE NEW` — per (device, route, variant, threads): ratio of medians
-NEW/BASE with its bootstrap CI and a Mann-Whitney U test on the raw samples.
+NEW/BASE with its two-level bootstrap CI and a Mann-Whitney U test on the ROUND medians
+(rounds are the replicates; `farm.results.rounds`); a change inside the device's noise
+floor (`farm devices calibrate`, kept in the store) is "within noise (±x %)".
 
 With `--max-slowdown 5%` it is a regression gate (`farm.results.gate`): per device x
 route x model x variant x threads x config, exit 4 when NEW is slower than the limit AND
-significantly so (`--metric median|p90`, `--alpha`); md output is a PR comment.
+the floor AND significantly so over rounds (`--metric median|p90`, `--alpha`); md output
+is a PR comment.
 
 BASE/NEW: a run id, a unique prefix of one, "latest", or a tag (`farm results tag`).
 """
@@ -29,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--alpha", type=float, default=0.05,
                         help="significance level of the test (default 0.05)")
     parser.add_argument("--max-slowdown", metavar="PCT",
-                        help="gate: exit 4 when NEW is more than PCT (e.g. 5%%) slower than "
-                             "BASE and the slowdown is significant")
+                        help="gate: exit 4 when NEW is more than PCT (e.g. 5%%) and more "
+                             "than the device's noise floor slower than BASE, and the "
+                             "slowdown is significant over rounds")
     parser.add_argument("--metric", choices=["median", "p90"], default="median",
                         help="gate: the statistic the slowdown is measured on")
     add_all_columns_option(parser)

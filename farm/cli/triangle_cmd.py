@@ -2,7 +2,8 @@
 
 One command for the question farm exists to answer: builds the model (if needed), deploys,
 runs every route the devices can run (ORT, TVM, custom) interleaved in seeded rounds
-(`--repeats`), records the runs in the store, and renders the triangle report of that run
+(`--rounds`, default 6: the fusion and route-vs-route verdicts are paired by round),
+records the runs in the store, and renders the triangle report of that run
 (`farm report RUN` renders it again later). Routes a device cannot run are recorded as
 unavailable with the agent's reason, so the report says why not.
 
@@ -25,6 +26,7 @@ from farm.bench.config import BenchConfig
 from farm.bench.runner import Bench
 from farm.cli.bench_cmd import (
     add_policy_options,
+    add_rounds_option,
     add_session_options,
     add_target_options,
     policy_from,
@@ -46,8 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--routes", default=",".join(str(k) for k in all_keys()),
                    help="comma list (default: every route, fused and unfused)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
-    p.add_argument("--repeats", type=int, default=2,
-                   help="interleaved rounds of all routes (pooled; default 2)")
+    add_rounds_option(p)
     add_policy_options(p)
     add_session_options(p)
     add_report_options(p)

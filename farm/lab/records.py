@@ -99,7 +99,11 @@ def load_state(lab_dir: Path) -> LabState | None:
         raise LabError(f"lab state {path} has version {data.get('version')!r}, "
                        f"this farm reads {STATE_VERSION}",
                        hint="tear it down with the farm version that created it")
+    try:
+        devices = [LabDevice(**d) for d in data["devices"]]
+    except (KeyError, TypeError) as exc:  # a field this farm does not know: another version
+        raise LabError(f"lab state {path} has a device this farm cannot read ({exc})",
+                       hint="tear it down with the farm version that created it") from exc
     return LabState(lab_dir=data["lab_dir"], mode=data["mode"], slot=data["slot"],
-                    resources=data["resources"],
-                    devices=[LabDevice(**d) for d in data["devices"]],
+                    resources=data["resources"], devices=devices,
                     notes=data.get("notes", []), owner=data.get("owner"))

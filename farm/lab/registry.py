@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from farm.lab.records import LabState, load_state
-from farm.lab.system import is_alive
+from farm.lab.system import LabError, is_alive
 
 
 def registry_dir() -> Path:
@@ -53,10 +53,15 @@ def is_stale(state: LabState) -> bool:
 
 
 def stale_labs() -> list[Path]:
-    """Registered lab directories whose owner is gone (or whose journal vanished)."""
+    """Registered lab directories whose owner is gone (or whose journal vanished). A lab
+    this farm cannot read (written by another farm version, which may still be using it)
+    is left alone: tearing down what it cannot read could cut another checkout's tests."""
     out = []
     for lab_dir in registered():
-        state = load_state(lab_dir)
+        try:
+            state = load_state(lab_dir)
+        except LabError:
+            continue
         if state is None:
             unregister(str(lab_dir))
         elif is_stale(state):

@@ -153,7 +153,7 @@ class EventGuard:
                                        f"directory {self.out_dir}")
 
     def _memory(self, ev: dict[str, Any]) -> None:
-        for key in ("vmhwm_kb", "pss_kb"):
+        for key in ("vmhwm_kb", "pss_kb", "baseline_kb"):
             self._count("memory", key, ev.get(key), MAX_KB, optional=True)
 
     def _info(self, ev: dict[str, Any]) -> None:
@@ -166,7 +166,7 @@ class EventGuard:
 
 # state reply key -> what its value must be (absent or null is always fine)
 _STATE_MAPS = {"governor": "text", "freq_khz": "number", "thermal_c": "temperature",
-               "thermal_type": "text"}
+               "thermal_type": "text", "cpu_jiffies": "number"}
 _STATE_NUMBERS = ("mem_total_kb", "mem_available_kb", "disk_free_kb", "uptime_s")
 
 

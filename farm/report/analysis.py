@@ -7,10 +7,13 @@ computed here from the records' raw fields (`samples_ms`, `ops`, `sizes`, `peak_
 
 Tables (`Report.tables`, in order), one row per configuration (see `configs`) unless said:
 
-* latency      – pooled samples: n, median, 95 % CI of the median (seeded percentile
-                 bootstrap, `farm.results.stats`), p90, p99, mean, CV, min; load and first-run
-                 time (median over the records); the records' drift flags.
-* memory       – peak VmHWM and PSS in KiB (largest over records), and how it was read.
+* latency      – pooled samples: n, rounds, median, 95 % CI of the median (seeded two-level
+                 bootstrap over rounds then samples, `farm.results.rounds`), p90, p99, mean,
+                 CV, min; spread of the round medians; load and first-run time (median over
+                 the records); the records' drift flags and noise warnings.
+* memory       – peak VmHWM and PSS in KiB (largest over records), the runner's idle
+                 baseline (runtime loaded, no model) and the increment over it, and how
+                 it was read.
 * size         – runtime, code, weights and total, in KiB (bytes / 1024) from `sizes`, for
                  measured configurations; the total only when all three parts are known.
                  Per route: ORT's weights are the model file (its library is the runtime);
@@ -26,7 +29,8 @@ Tables (`Report.tables`, in order), one row per configuration (see `configs`) un
                  A named category with no node of its own (ReLU fused into the GEMM
                  epilogue) is None ("—"), not 0 (category_contents.fused_away).
 * categories   – which op types each category held, per configuration (category_contents).
-* fusion       – one row per fusion pair and block (see `fusion`).
+* fusion       – one row per fusion pair and block (see `fusion`): end-to-end judged over
+                 the paired rounds (reduction, CI, rounds, p, verdict).
 * availability – one row per (device, route): available (some configuration measured with
                  valid outputs), configurations valid / attempted, statuses, and why not
                  (the `status_detail` of every record that is not ok).
@@ -51,13 +55,14 @@ from farm.report.configs import (
     Config,
     group_records,
 )
-from farm.report.decision import Decision, build_cost, decisions, total_size
+from farm.report.decision import Decision, build_cost, decisions, left_out, total_size
 from farm.report.emulated import mark_emulated
 from farm.report.fusion import FusionEffect, fusion_effects
 from farm.report.isa_note import mark_isa
 from farm.report.reference_note import mark_reference
 from farm.report.tables import Column, ReportTable
 from farm.results.backend import Store
+from farm.results.noise import spread_pct, warnings_of
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from farm.routes import ROUTES
 
@@ -105,23 +110,30 @@ def _base(c: Config) -> dict[str, Any]:
 
 def latency_table(configs: Sequence[Config]) -> ReportTable:
     cols = [*_CONFIG_COLS, Column("isa", "ISA level"), Column("status", "status"),
-            Column("n", "n samples", "int"),
+            Column("n", "n", "int"), Column("rounds", "rounds", "int"),
             Column("median_ms", "median ms", "ms"),
             Column("ci95_low_ms", "CI95 low ms", "ms"),
             Column("ci95_high_ms", "CI95 high ms", "ms"),
             Column("p90_ms", "p90 ms", "ms"), Column("p99_ms", "p99 ms", "ms"),
-            Column("mean_ms", "mean ms", "ms"), Column("cv", "CV", "ratio"),
+            Column("cv", "CV", "ratio"),
             Column("min_ms", "min ms", "ms"),
             Column("load_ms", "load ms", "ms"),
             Column("first_run_ms", "first run ms", "ms"),
-            Column("drift", "drift flags")]
+            Column("spread_pct", "round spread %", "pct"),
+            Column("drift", "drift / noise")]
     rows = []
     for c in configs:
         s = c.summary
+        medians = list(s.round_medians) if s else []
+        steals = [v for r in c.records for v in ((r.get("rounds") or {}).get("steal_pct") or [])]
         row = {**_base(c), "isa": c.isa, "status": c.status, "n": s.n if s else 0,
+               "rounds": s.rounds if s else 0, "spread_pct": spread_pct(medians),
                "load_ms": c.median_of("load_ms"), "first_run_ms": c.median_of("first_run_ms"),
-               "drift": "; ".join(dict.fromkeys(
-                   str(f) for r in c.records for f in (r.get("drift") or []))) or None}
+               # one column for what the machine did while it measured (a page of 1400 px
+               # holds the table): frequency/thermal drift flags, then noise warnings
+               "drift": "; ".join([*dict.fromkeys(
+                   str(f) for r in c.records for f in (r.get("drift") or [])),
+                   *warnings_of(medians, steals)]) or None}
         for key, attr in (("median_ms", "median"), ("ci95_low_ms", "ci95_low"),
                           ("ci95_high_ms", "ci95_high"), ("p90_ms", "p90"), ("p99_ms", "p99"),
                           ("mean_ms", "mean"), ("cv", "cv"), ("min_ms", "min")):
@@ -130,17 +142,24 @@ def latency_table(configs: Sequence[Config]) -> ReportTable:
     return ReportTable(
         "latency", "End-to-end latency per inference",
         "Steady-state samples pooled over the records of each configuration. median and "
-        "p90/p99 by linear interpolation; 95% CI of the median by seeded percentile "
-        "bootstrap (CI95 low/high); CV = stddev / mean; load and first run: median over "
-        "the records (timed apart from the steady state); ISA level: what the route's "
+        "p90/p99 by linear interpolation; 95% CI of the median by seeded two-level "
+        "bootstrap (rounds, then samples within each round: rounds are the replicates); "
+        "n = steady-state samples; round spread = max / min - 1 of the round medians; "
+        "drift / noise: frequency or temperature drift flags, then round spread or CPU "
+        "steal past their bounds; CV = stddev / mean (the mean is in the json rows); "
+        "load and first run: median over the "
+        "records (timed apart from the steady state); ISA level: what the route's "
         "kernels were allowed (farm/isa.py).", cols, rows)
 
 
 def memory_table(configs: Sequence[Config]) -> ReportTable:
     cols = [*_CONFIG_COLS, Column("peak_vmhwm_kb", "peak VmHWM KiB", "kib"),
+            Column("baseline_kb", "idle runner KiB", "kib"),
+            Column("increment_kb", "model's own KiB", "kib"),
             Column("peak_pss_kb", "peak PSS KiB", "kib"),
             Column("memory_method", "method")]
     rows = [{**_base(c), "peak_vmhwm_kb": c.peak("peak_vmhwm_kb"),
+             "baseline_kb": c.memory_baseline_kb(), "increment_kb": c.memory_increment_kb(),
              "peak_pss_kb": c.peak("peak_pss_kb"),
              "memory_method": next((r["memory_method"] for r in c.records
                                     if r.get("memory_method")), None)}
@@ -148,7 +167,10 @@ def memory_table(configs: Sequence[Config]) -> ReportTable:
     return ReportTable(
         "memory", "Peak memory of the route's own process",
         "VmHWM (peak resident set) and PSS read in the fresh child process that ran the "
-        "route; KiB, largest value over the configuration's records.", cols, rows)
+        "route; KiB, largest value over the configuration's records. idle runner = the "
+        "runner's VmHWM with its runtime loaded and no model or session (a Python process "
+        "with numpy and onnxruntime for ORT, the C/C++ binary for TVM and custom); model's "
+        "own = peak - idle runner, what the decision matrix ranks.", cols, rows)
 
 
 def size_table(configs: Sequence[Config]) -> ReportTable:
@@ -223,16 +245,22 @@ def fusion_table(effects: Sequence[FusionEffect]) -> ReportTable:
             Column("on_ms", "on ms", "ms"), Column("reduction_pct", "reduction %", "spct"),
             Column("ci_low_pct", "95% CI low %", "spct"),
             Column("ci_high_pct", "95% CI high %", "spct"),
-            Column("significant", "significant"), Column("method", "uncertainty")]
+            Column("rounds", "rounds", "int"), Column("p_value", "p", "num"),
+            Column("verdict", "verdict"), Column("method", "uncertainty")]
     rows = [{"device": e.device, "route": e.route, "variant": e.variant, "threads": e.threads,
              "model": e.model, "block": e.block, "off_config": e.off_label,
              "on_config": e.on_label, "off_ms": e.off_ms, "on_ms": e.on_ms,
              "reduction_pct": e.reduction_pct, "ci_low_pct": e.ci_low_pct,
-             "ci_high_pct": e.ci_high_pct, "significant": e.significant, "method": e.method}
+             "ci_high_pct": e.ci_high_pct, "rounds": e.rounds or None, "p_value": e.p_value,
+             "significant": e.significant, "verdict": e.verdict, "method": e.method}
             for e in effects]
-    caption = ("reduction = (off - on) / off; end-to-end from median latency, attention = "
-               "attention category, FFN = fc + gelu categories of the per-op profile; 95% CI "
-               "by seeded bootstrap (see uncertainty column). " + FUSION_OFF_MEANS)
+    caption = ("reduction = (off - on) / off. End-to-end: judged over the rounds both ran "
+               "in, paired: 1 - median of the per-round ratios on/off of round medians, 95% "
+               "CI by seeded paired bootstrap of the rounds, verdict by Wilcoxon signed-rank "
+               "(exact, alpha 0.05; 'not enough rounds to judge' below 6 shared rounds). "
+               "attention = attention category, FFN = fc + gelu categories of one round's "
+               "per-op profile: where the time went, not judged over rounds. "
+               + FUSION_OFF_MEANS)
     if not rows:
         caption += (" No pair here: no configuration was measured both with fusion off "
                     "({'fusion': false} / ORT opt_level disable) and on.")
@@ -287,13 +315,13 @@ def _margin_text(margin: float | None, unit: str) -> str | None:
     return f"+{margin:.1f} %" if margin < 100 else f"{margin / 100 + 1:.1f}×"
 
 
-def decision_table(rows_in: Sequence[Decision]) -> ReportTable:
+def decision_table(rows_in: Sequence[Decision], left: Sequence[str] = ()) -> ReportTable:
     cols = [Column("device", "device"), Column("scope", "model / variant / threads"),
             Column("criterion", "criterion"), Column("statistic", "statistic"),
             Column("unit", "unit"), Column("winner", "winner"),
             Column("winner_value", "winner value", "num"), Column("runner_up", "runner-up"),
             Column("runner_up_value", "runner-up value", "num"),
-            Column("margin", "margin"), Column("verdict", "verdict")]
+            Column("margin", "margin"), Column("verdict", "verdict"), Column("note", "note")]
     rows = []
     for d in rows_in:
         margin = _margin_text(d.margin, d.margin_unit)
@@ -301,12 +329,18 @@ def decision_table(rows_in: Sequence[Decision]) -> ReportTable:
                      "statistic": d.statistic, "unit": d.unit, "winner": d.winner,
                      "winner_value": d.winner_value, "runner_up": d.runner_up,
                      "runner_up_value": d.runner_up_value, "margin": margin,
-                     "margin_value": d.margin, "verdict": d.verdict})
-    return ReportTable(
-        "decision", "Decision matrix",
-        "Per device: the winning route of each criterion and its margin over the runner-up "
-        "(runner-up / winner - 1; coverage in percentage points). Latency: 'no significant "
-        "difference' when the 95% CIs of the medians overlap.", cols, rows)
+                     "margin_value": d.margin, "verdict": d.verdict, "note": d.note or None})
+    caption = ("Per device: the winning route of each criterion and its margin over the "
+               "runner-up (runner-up / winner - 1; coverage in percentage points). Fastest: "
+               "judged over the rounds winner and runner-up shared (Wilcoxon signed-rank on "
+               "paired round medians, alpha 0.05; 'not enough rounds to judge' below 6). "
+               "Leanest: ranked on the memory the model adds to the idle runner (peak VmHWM "
+               "- runtime loaded without a model), so a Python runtime is not set against a "
+               "C binary; the note shows increment and total. Candidates: each route's "
+               "fastest valid configuration with fusion on.")
+    if left:
+        caption += " Left out: " + "; ".join(left) + "."
+    return ReportTable("decision", "Decision matrix", caption, cols, rows)
 
 
 def load_report(store: Store, run_ids: Sequence[str], *, seed: int = DEFAULT_SEED,
@@ -337,7 +371,8 @@ def analyze(records: Iterable[Mapping[str, Any]], *, run_ids: Sequence[str] = ()
     report = Report(list(run_ids), [dict(r) for r in runs], configs, effects, decided)
     for table in (latency_table(configs), memory_table(configs), size_table(configs),
                   ops_table(configs), categories_table(configs), fusion_table(effects),
-                  availability_table(configs), build_table(configs), decision_table(decided)):
+                  availability_table(configs), build_table(configs),
+                  decision_table(decided, left_out(configs))):
         report.tables[table.name] = table
     mark_emulated(report)
     mark_isa(report)

@@ -8,15 +8,20 @@ Contract:
   `farm.results.config_flags`, e.g.
   `*_s`, `*_utc`, `*_sha256`, `*_hash`, `*_path`, `artifact*`, `*_version`, `*_count`,
   `*_providers`, `*_available`, `route`, `python`, `nodes`).
-  Records of one configuration in the given runs (interleaved repeats) are pooled: their
-  raw `samples_ms` are concatenated in write order and every statistic is recomputed from
+  Records of one configuration in the given runs are pooled: their raw `samples_ms` are
+  concatenated in write order, their rounds too, and every statistic is recomputed from
   the pool with `farm.results.stats.summarize` (seed and n_boot from the first record's
-  policy, so a one-record configuration reproduces the stored CI exactly).
+  policy, the records' method: a one-record configuration reproduces the stored CI
+  exactly). `rounds()` keys each round median by (run id, round index): two configurations
+  of one bench ran in the same rounds, and verdicts pair them by that key.
 * `fusion_of(flags)` -> True (fused: `{"fusion": true}`, ORT `graph_optimization` or `opt_level`
   "all"/"enable_all"), False (`{"fusion": false}`, ORT "disable"/"disable_all"), None
   (no fusion flag, or a partial level such as ORT "basic"/"extended": neither side of a
   fusion pair).
 * Memory of a pooled configuration: the largest VmHWM / PSS over its records (a peak);
+  `memory_increment_kb()`: VmHWM less the runner's idle baseline (`memory_baseline_kb`:
+  runtime loaded, no model), what the model costs on top of the runtime, per record and
+  per round;
   sizes, ops and build costs: from the first record that has them (they describe the same
   artifact). Per-op category times of several records are averaged.
 """
@@ -40,6 +45,7 @@ from farm.results.config_flags import (  # noqa: F401  (re-exported)
     is_cost_key,
 )
 from farm.results.emulation import is_emulated
+from farm.results.rounds import METHOD_LEGACY, record_sizes, split_rounds
 from farm.results.stats import Summary, summarize
 from farm.results.validate import stats_params
 
@@ -148,13 +154,56 @@ class Config:
     def stats_params(self) -> tuple[int, int]:
         return stats_params(self.records[0])
 
+    def _measured_records(self) -> list[dict[str, Any]]:
+        return [r for r in self.records
+                if r.get("status") in MEASURED_STATUSES and r.get("samples_ms")]
+
+    @cached_property
+    def round_sizes(self) -> list[int]:
+        """Samples per round over the pooled records (a record without sizes: one round)."""
+        return [len(x) for r in self._measured_records()
+                for x in split_rounds(r["samples_ms"], record_sizes(r))]
+
     @cached_property
     def summary(self) -> Summary | None:
         samples = self.samples_ms
         if not samples:
             return None
         seed, n_boot = self.stats_params
-        return summarize(samples, seed=seed, n_boot=n_boot)
+        legacy = all(r.get("ci_method") is None for r in self._measured_records())
+        return summarize(samples, seed=seed, n_boot=n_boot, sizes=self.round_sizes,
+                         method=METHOD_LEGACY if legacy else None)
+
+    def rounds(self) -> dict[tuple[str, int], float]:
+        """(run id, round index) -> that round's median: the key paired verdicts align on."""
+        out: dict[tuple[str, int], float] = {}
+        for r in self._measured_records():
+            run = str(r.get("run_id"))
+            start = sum(1 for key in out if key[0] == run)  # a run's records go on counting
+            for i, x in enumerate(split_rounds(r["samples_ms"], record_sizes(r))):
+                out[(run, start + i)] = float(pystats.median(x.tolist()))
+        return out
+
+    def memory_baseline_kb(self) -> float | None:
+        return self.peak("memory_baseline_kb")
+
+    def memory_increment_kb(self) -> float | None:
+        """Peak VmHWM less the idle baseline of the same record (largest over records)."""
+        values = [float(r["peak_vmhwm_kb"]) - float(r["memory_baseline_kb"])
+                  for r in self.records if _num(r.get("peak_vmhwm_kb")) is not None
+                  and _num(r.get("memory_baseline_kb")) is not None]
+        return max(values) if values else None
+
+    def round_increments(self) -> dict[tuple[str, int], float]:
+        """(run id, round index) -> that round's VmHWM less its baseline."""
+        out: dict[tuple[str, int], float] = {}
+        for r in self.records:
+            rounds = r.get("rounds") or {}
+            peaks, bases = rounds.get("vmhwm_kb") or [], rounds.get("baseline_kb") or []
+            for i, (peak, base) in enumerate(zip(peaks, bases, strict=False)):
+                if _num(peak) is not None and _num(base) is not None:
+                    out[(str(r.get("run_id")), i)] = float(peak) - float(base)
+        return out
 
     def _values(self, name: str) -> list[float]:
         return [v for v in (_num(r.get(name)) for r in self.records) if v is not None]

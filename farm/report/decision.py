@@ -2,14 +2,22 @@
 
 Contract: `decisions(configs)` -> `Decision` rows, five criteria per scope:
 
-* fastest     – lowest median end-to-end latency (ms). The runner-up is beaten
-                significantly only when the 95 % CIs of the two medians do not overlap;
-                otherwise the verdict is "no significant difference".
+* fastest     – lowest median end-to-end latency (ms). Winner and runner-up are judged
+                over the rounds both ran in (same bench: paired by run and round): the
+                signed-rank test of their round-median ratios (`farm.results.rounds`);
+                "winner" when p < 0.05, "no significant difference" when not, "not enough
+                rounds to judge" below 6 shared rounds. Configurations of different runs
+                (no shared round) are judged by Mann-Whitney on their round medians.
 * smallest    – lowest binary size = runtime + code + weights (bytes, from `sizes`);
                 a route whose record lacks one of the three parts does not compete.
-* leanest     – lowest peak VmHWM (KiB). With repeats the [min, max] ranges over records
-                must not overlap; a single reading per route must differ by more than
-                `MEMORY_TOL` (1 %), else "no significant difference".
+* leanest     – lowest memory the MODEL costs: peak VmHWM less the runner's idle baseline
+                (`memory_baseline_kb`: runtime loaded, no model), so ORT's Python process
+                with numpy and onnxruntime (~50 MB before any model) is not set against
+                a C binary. Per shared round the increments are deterministic readings:
+                the winner must be leaner in every shared round by more than
+                `MEMORY_TOL` (1 %), else "no significant difference". The row's note
+                shows both figures (increment and total) of the two routes; a route
+                whose records have no baseline does not compete (named in the note).
 * coverage    – highest share of this route's attempted configurations on the device (all
                 models/variants of the runs) that produced valid measurements; an
                 unavailable or failed route counts 0.
@@ -21,9 +29,10 @@ device); the other four criteria are decided as usual.
 
 Candidates per route are its *primary* configurations: measured, outputs valid (status
 not invalid), fusion not switched off (the off variants exist for the fusion table); when a
-route has several, the fastest by median represents it. Margin = runner-up / winner - 1,
-in percent (for coverage: the difference in percentage points). Sizes and build times are
-single exact readings: any difference counts.
+route has several, the fastest by median represents it. `left_out(configs)` names every
+configuration of a scope that is not a candidate and why (the decision table's caption).
+Margin = runner-up / winner - 1, in percent (for coverage: the difference in percentage
+points). Sizes and build times are single exact readings: any difference counts.
 """
 
 from __future__ import annotations
@@ -33,12 +42,15 @@ from dataclasses import dataclass
 
 from farm.report.configs import SIZE_PARTS, Config
 from farm.results.emulation import NOT_RANKED
+from farm.results.rounds import NOT_ENOUGH, paired_test, unpaired_test
 
 MEMORY_TOL = 0.01
+ALPHA = 0.05
 WINS = "winner"
 SAME = "no significant difference"
 ALONE = "only one route measured"
 NONE = "no data"
+MIB = 1024.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,7 @@ class Decision:
     margin: float | None
     margin_unit: str
     verdict: str
+    note: str = ""
 
 
 def total_size(config: Config) -> float | None:
@@ -100,39 +113,88 @@ def _ranked(values: dict[str, float], higher_better: bool = False) -> list[tuple
 
 
 def _decide(device: str, scope: str, criterion: str, statistic: str, unit: str,
-            values: dict[str, float], same: Callable[[str, str], bool],
-            higher_better: bool = False, margin_unit: str = "%") -> Decision:
+            values: dict[str, float], same: Callable[[str, str], bool | str],
+            higher_better: bool = False, margin_unit: str = "%", note: str = "") -> Decision:
+    """`same(winner, runner_up)`: True (no significant difference), False (a winner) or
+    the verdict itself (e.g. "not enough rounds to judge")."""
     ranked = _ranked(values, higher_better)
     if not ranked:
         return Decision(device, scope, criterion, statistic, unit, None, None, None, None,
-                        None, margin_unit, NONE)
+                        None, margin_unit, NONE, note)
     win, win_v = ranked[0]
     if len(ranked) == 1:
         return Decision(device, scope, criterion, statistic, unit, win, win_v, None, None,
-                        None, margin_unit, ALONE)
+                        None, margin_unit, ALONE, note)
     ru, ru_v = ranked[1]
     tied = [r for r, v in ranked if v == win_v]
     if len(tied) > 1:  # an exact tie has no winner: name every tied route
         rest = [(r, v) for r, v in ranked if v != win_v]
         ru, ru_v = rest[0] if rest else (None, None)
         return Decision(device, scope, criterion, statistic, unit, " = ".join(tied), win_v,
-                        ru, ru_v, None, margin_unit, SAME)
+                        ru, ru_v, None, margin_unit, SAME, note)
     if margin_unit == "pp":
         margin = (win_v - ru_v) * 100.0
     else:
         margin = (ru_v / win_v - 1.0) * 100.0 if win_v > 0 else None
-    verdict = SAME if same(win, ru) else WINS
+    judged = same(win, ru)
+    verdict = judged if isinstance(judged, str) else SAME if judged else WINS
     return Decision(device, scope, criterion, statistic, unit, win, win_v, ru, ru_v,
-                    margin, margin_unit, verdict)
+                    margin, margin_unit, verdict, note)
 
 
-def _memory_same(a: Config, b: Config) -> bool:
-    ra = [float(r["peak_vmhwm_kb"]) for r in a.records if r.get("peak_vmhwm_kb") is not None]
-    rb = [float(r["peak_vmhwm_kb"]) for r in b.records if r.get("peak_vmhwm_kb") is not None]
-    if len(ra) > 1 or len(rb) > 1:
-        return min(ra) <= max(rb) and min(rb) <= max(ra)
-    lo, hi = sorted((max(ra), max(rb)))
-    return hi <= lo * (1.0 + MEMORY_TOL)
+def latency_same(a: Config, b: Config) -> bool | str:
+    """Fastest: judged over rounds, paired when the two ran in the same rounds."""
+    ra, rb = a.rounds(), b.rounds()
+    shared = sorted(set(ra) & set(rb))
+    if shared:
+        test = paired_test([ra[k] for k in shared], [rb[k] for k in shared], alpha=ALPHA)
+    else:
+        test = unpaired_test(list(ra.values()), list(rb.values()), alpha=ALPHA)
+    if not test.judged:
+        return NOT_ENOUGH
+    return not test.significant(ALPHA)
+
+
+def memory_same(a: Config, b: Config) -> bool:
+    """Leanest: `a` (the lower increment) must be leaner in every shared round by more
+    than MEMORY_TOL; without shared rounds, its largest increment must be."""
+    ra, rb = a.round_increments(), b.round_increments()
+    shared = sorted(set(ra) & set(rb))
+    pairs = ([(ra[k], rb[k]) for k in shared] if shared else
+             [(a.memory_increment_kb() or 0.0, b.memory_increment_kb() or 0.0)])
+    return not all(y > x * (1.0 + MEMORY_TOL) for x, y in pairs)
+
+
+def _memory_note(prim: dict[str, Config], mem: dict[str, float]) -> str:
+    parts = [f"{r}: +{mem[r] / MIB:.1f} MiB on an idle runner of "
+             f"{(c.memory_baseline_kb() or 0) / MIB:.1f} MiB (total "
+             f"{(c.peak('peak_vmhwm_kb') or 0) / MIB:.1f} MiB)"
+             for r, c in sorted(prim.items(), key=lambda kv: mem.get(kv[0], float("inf")))
+             if r in mem]
+    without = sorted(r for r, c in prim.items()
+                     if r not in mem and c.peak("peak_vmhwm_kb") is not None)
+    if without:
+        parts.append(f"not ranked (no idle baseline recorded): {', '.join(without)}")
+    return "; ".join(parts)
+
+
+def left_out(configs: Sequence[Config]) -> list[str]:
+    """Configurations of the scopes that are not candidates, each with why."""
+    prim = {id(c) for group in _scopes(configs).values()
+            for c in primary_configs(group).values()}
+    out = []
+    for c in configs:
+        if id(c) in prim:
+            continue
+        why = ("not measured" if not c.measured else "outputs invalid" if not c.valid else
+               "fusion off: the fusion table's baseline" if c.fusion is False else
+               "slower than another configuration of the route")
+        # the route key names an unfused configuration (`ort-unfused`); a long label (ORT's
+        # is ~100 characters) is the latency table's numbered note, not repeated here
+        name = (f"{c.route}-unfused" if c.fusion is False else
+                f"{c.route} {c.label}" if len(c.label) <= 40 else f"{c.route} {c.label[:39]}…")
+        out.append(f"{c.device} {name} ({scope_label(c.model, c.variant, c.threads)}): {why}")
+    return out
 
 
 def _scopes(configs: Sequence[Config]) -> dict[tuple[str, str, str, int | None], list[Config]]:
@@ -157,23 +219,21 @@ def decisions(configs: Sequence[Config]) -> list[Decision]:
         scope = scope_label(model, variant, threads)
         prim = primary_configs(group)
         med = {r: c.summary.median for r, c in prim.items()}  # type: ignore[union-attr]
-
-        def ci_overlap(a: str, b: str, prim: dict[str, Config] = prim) -> bool:
-            sa, sb = prim[a].summary, prim[b].summary
-            return sa.ci95_low <= sb.ci95_high and sb.ci95_low <= sa.ci95_high  # type: ignore[union-attr]
-
         if any(c.emulated for c in group):
             rows.append(Decision(device, scope, "fastest", "median end-to-end latency", "ms",
                                  None, None, None, None, None, "%", NOT_RANKED))
         else:
             rows.append(_decide(device, scope, "fastest", "median end-to-end latency", "ms",
-                                med, ci_overlap))
+                                med, lambda a, b, p=prim: latency_same(p[a], p[b]),
+                                note="judged over rounds: signed-rank test of paired round "
+                                     "medians"))
         sizes = {r: v for r, c in prim.items() if (v := total_size(c)) is not None}
         rows.append(_decide(device, scope, "smallest", "runtime + code + weights", "bytes",
                             sizes, lambda a, b, s=sizes: s[a] == s[b]))
-        mem = {r: v for r, c in prim.items() if (v := c.peak("peak_vmhwm_kb")) is not None}
-        rows.append(_decide(device, scope, "leanest", "peak VmHWM", "KiB", mem,
-                            lambda a, b, p=prim: _memory_same(p[a], p[b])))
+        mem = {r: v for r, c in prim.items() if (v := c.memory_increment_kb()) is not None}
+        rows.append(_decide(device, scope, "leanest", "peak VmHWM - idle runner", "KiB", mem,
+                            lambda a, b, p=prim: memory_same(p[a], p[b]),
+                            note=_memory_note(prim, mem)))
         cov = coverage(configs, device)
         cov = {r: v for r, v in cov.items() if any(c.route == r for c in group)}
         if not any(cov.values()):

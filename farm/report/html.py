@@ -159,7 +159,7 @@ def _fusion_plots(report: Report) -> list[str]:
             if e.device != device:
                 continue
             note = (f"{e.reduction_pct:+.1f} % [{e.ci_low_pct:+.1f}, {e.ci_high_pct:+.1f}]"
-                    + ("" if e.significant else " n.s."))
+                    + ("" if e.significant else f" ({e.verdict})"))
             rows.append(BarRow(f"{e.route} · {e.block}", {"off": e.off_ms, "on": e.on_ms},
                                {"data-device": e.device, "data-route": e.route,
                                 "data-block": e.block, "data-variant": e.variant,

@@ -145,7 +145,10 @@ def to_json(tables: Sequence[ReportTable], meta: Mapping[str, Any] | None = None
                 "title": t.title, "caption": t.caption,
                 "columns": [{"key": c.key, "label": c.label, "unit": c.unit, "kind": c.kind}
                             for c in t.columns],
-                "rows": [{c.key: _json_safe(row.get(c.key)) for c in t.columns}
+                # the columns first, then what a row holds beyond them (the mean of the
+                # latency table, the fusion row's `significant`): json keeps every figure
+                "rows": [{**{c.key: _json_safe(row.get(c.key)) for c in t.columns},
+                          **{k: _json_safe(v) for k, v in row.items()}}
                          for row in t.rows],
             }
             for t in tables

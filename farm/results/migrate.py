@@ -54,6 +54,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "killed is found"),
     Migration(4, "records carry `isa`, the ISA level their route ran at (farm/isa.py); "
                  "records of an older store read it as None (never recorded, not guessed)"),
+    Migration(5, "rounds are the unit: `round_medians_ms`, `ci_method` (a record of version "
+                 "4 or older reads None there and keeps its bootstrap of pooled samples: "
+                 "`farm results check` recomputes it that way), `memory_baseline_kb`"),
 )
 # the oldest version whose layout this module can bring up to date
 OLDEST_MIGRATABLE = MIGRATIONS[0].version

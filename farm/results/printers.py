@@ -1,8 +1,10 @@
 """md / csv / json / jsonl printers and a rich table, all generated from `schema.FIELDS`.
 
 Contract:
-* `COLUMNS`: one `Column` per record field (key = field name), plus the derived column
-  "ci95" (fields ci95_low_ms, ci95_high_ms; label "95% CI median ms"). Labels name the
+* `COLUMNS`: one `Column` per record field (key = field name), plus the derived columns
+  "ci95" (fields ci95_low_ms, ci95_high_ms; label "95% CI median ms") and "noise" (fields
+  round_medians_ms, rounds: the rounds and the spread of their medians, "NOISY: ..." past
+  the bounds of `farm.results.noise`). Labels name the
   statistic: "median ms", "p90 ms", "CV"...
 * `format_records(records, fmt, columns=None)` with fmt in md | csv | json | jsonl | sql,
   written by the one format switch `farm.results.textout`; `columns_for(fmt, arg)` is the
@@ -16,7 +18,8 @@ Contract:
   formatted cells. sql is a CREATE TABLE IF NOT EXISTS records (the store's DDL) and
   one INSERT per record, always with every field. `columns=None` means every field.
 * `render_results(records, columns=SUMMARY_COLUMNS) -> rich.table.Table` (a pure
-  function) whose caption (`stat_caption`) names the statistics shown; its drift cell
+  function) whose caption (`stat_caption`) names the statistics shown and the records' CI
+  method, and says which records are noisy (`farm.results.noise`); its drift cell
   counts flags by kind (the flags themselves are in md/json).
 * `format_runs` / `render_runs` print the run list of `farm results list`.
 """
@@ -36,6 +39,7 @@ from farm.results import textout
 from farm.results.config_flags import route_key_label
 from farm.results.emulation import device_label, is_emulated
 from farm.results.layout import Col, FitTable
+from farm.results.noise import noise_warnings, spread_pct
 from farm.results.schema import FIELDS, SCHEMA_VERSION
 from farm.results.store import records_table_sql
 from farm.results.textout import Field
@@ -105,6 +109,21 @@ COLUMNS["device"] = Column("device", "device", ("device",),
 COLUMNS["route"] = Column("route", "route", ("route",), route_key_label)
 COLUMNS["ci95"] = Column("ci95", "95% CI median ms", ("ci95_low_ms", "ci95_high_ms"),
                          _ci_cell, True)
+
+
+def _noise_cell(r: dict[str, Any]) -> str:
+    """Rounds and how far their medians spread; the warnings when past the bounds."""
+    warnings = noise_warnings(r)
+    if warnings:  # the first words say it; the spread/steal figures follow
+        return "NOISY: " + "; ".join(w.replace("round medians ", "") for w in warnings)
+    medians = r.get("round_medians_ms") or []
+    spread = spread_pct(medians)
+    return "" if not medians else f"{len(medians)} rounds" + (
+        f", spread {spread:.1f} %" if spread is not None else "")
+
+
+COLUMNS["noise"] = Column("noise", "rounds / noise", ("round_medians_ms", "rounds"),
+                          _noise_cell)
 ALL_COLUMNS = tuple(f.name for f in FIELDS)
 SUMMARY_COLUMNS = ("device", "route", "variant", "threads", "status", "n", "median_ms",
                    "ci95", "p90_ms", "cv", "load_ms", "first_run_ms", "peak_vmhwm_kb",
@@ -113,6 +132,7 @@ SUMMARY_COLUMNS = ("device", "route", "variant", "threads", "status", "n", "medi
 _STAT_WORDS = {
     "median_ms": "median", "ci95": "95% CI of the median (seeded percentile bootstrap)",
     "ci95_low_ms": "95% CI of the median (seeded percentile bootstrap)",
+    "noise": "spread of round medians = max / min - 1",
     "p90_ms": "p90", "p99_ms": "p99", "mean_ms": "mean", "stddev_ms": "sample stddev",
     "cv": "CV = stddev / mean", "min_ms": "min", "max_ms": "max",
 }
@@ -287,16 +307,27 @@ def render_results(records: Sequence[dict[str, Any]],
     columns left out are named); the caption names the statistics shown. `full`: every
     column, however wide (`--columns all`)."""
     cols = resolve_columns(columns)
+    methods = list(dict.fromkeys(str(r["ci_method"]) for r in records if r.get("ci_method")))
+    noisy = [f"NOISY {r.get('device')}/{r.get('route')}: {'; '.join(w)}"
+             for r in records if (w := noise_warnings(r))]
 
     def caption(kept: Sequence[int]) -> str | None:
-        return stat_caption([cols[i].key for i in kept])
+        keys = [cols[i].key for i in kept]
+        text = stat_caption(keys)
+        if text and methods and {"ci95", "ci95_low_ms", "ci95_high_ms"} & set(keys):
+            text += "; CI by " + " / ".join(methods)  # the records name their method
+        if noisy:  # a reader must see it before trusting a figure of the table
+            text = "\n".join([text or "", *noisy]).strip()
+        return text
 
     rows = []
     for r in records:
         style = _STATUS_STYLE.get(str(r.get("status")), "")
         # Text, not markup: cells hold brackets ("[1.0, 2.0]", JSON) rich would parse
-        rows.append([Text(_drift_kinds(r.get("drift")) if c.key == "drift" else c.cell(r),
-                          style=style if c.key == "status" else "") for c in cols])
+        cells = [_drift_kinds(r.get("drift")) if c.key == "drift" else c.cell(r) for c in cols]
+        rows.append([Text(cell, style=style if c.key == "status" else
+                          "yellow" if cell.startswith("NOISY") else "")
+                     for c, cell in zip(cols, cells, strict=True)])
     return FitTable([layout_column(c) for c in cols], rows, title=title, caption=caption,
                     show_edge=False, full=full)
 

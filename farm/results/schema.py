@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 4  # history in farm/results/migrate.py
+SCHEMA_VERSION = 5  # history in farm/results/migrate.py
 
 # status values
 OK = "ok"                    # measured, outputs matched
@@ -63,6 +63,9 @@ FIELDS: tuple[Field, ...] = (
     Field("max_ms", "real", "maximum of samples_ms"),
     Field("ci95_low_ms", "real", "bootstrap 95% CI of the median, low end"),
     Field("ci95_high_ms", "real", "bootstrap 95% CI of the median, high end"),
+    Field("round_medians_ms", "json", "median of each round's samples, in round order"),
+    Field("ci_method", "text", "how the CI of the median was computed (hierarchical "
+                               "bootstrap over rounds, or one round's samples)"),
     Field("load_ms", "real", "time to load the model/artifact in the fresh process"),
     Field("first_run_ms", "real", "first inference, apart from warm-up and steady state"),
     Field("warmup_runs", "int", "warm-up inferences done before measuring"),
@@ -71,14 +74,17 @@ FIELDS: tuple[Field, ...] = (
     Field("peak_vmhwm_kb", "int", "VmHWM of the route's own process"),
     Field("peak_pss_kb", "int", "Pss from /proc/self/smaps_rollup, when available"),
     Field("memory_method", "text", "how peak memory was read"),
+    Field("memory_baseline_kb", "int", "VmHWM of the runner idle: runtime loaded, no "
+                                       "model or session (the route's own is the rest)"),
     Field("state_before", "json", "device state before the route (governor, freqs, thermal, load)"),
     Field("state_after", "json", "device state after the route"),
     Field("drift", "json", "frequency/temperature drift flags during the route"),
     Field("accuracy", "json", "output comparison: reference, max abs/rel diff, tolerance, ok"),
     Field("sizes", "json", "bytes: runtime, code, weights"),
     Field("policy", "json", "measurement policy: warmup, min runs, min/max time, seed"),
-    Field("rounds", "json", "repeats of the route: planned, done, samples per round; why it "
-                            "stopped early and the record it resumed, if so"),
+    Field("rounds", "json", "rounds of the route: planned, done, samples per round, CPU "
+                            "steal and load per round; why it stopped early and the record "
+                            "it resumed, if so"),
     Field("emulated", "int", "1 when the device ran under an emulator (inventory flag or "
                              "the agent's qemu-user probe): latency not ranked or gated"),
     Field("isa", "text", "ISA level the route's kernels were allowed (farm/isa.py): the cap "

@@ -2,16 +2,23 @@
 
 Contract (host side, numpy allowed):
 
-* `summarize(samples_ms)` -> `Summary`: n, median, p90, p99, mean, sample stddev
-  (ddof=1; 0.0 when n == 1), CV = stddev / mean, min, max, and a 95% confidence
-  interval of the MEDIAN by a seeded percentile bootstrap. Percentiles (median, p90,
-  p99 and the CI ends) use numpy's default "linear" method (Hyndman & Fan type 7:
-  position (n - 1) * q / 100 in the sorted samples, linear interpolation between the two
-  neighbours). The same seed and samples always give the same CI.
-* `record_stats(samples_ms, seed, n_boot)` -> the record fields (`n`, `median_ms`, ...,
-  `ci95_high_ms`); all None when there are no samples. The store uses it to fill in and
-  to re-check records, so the numbers in a record are always recomputable from its
-  `samples_ms` with the seed and n_boot of its `policy` (defaults 0 and 2000).
+* `summarize(samples_ms, sizes=None, method=None)` -> `Summary`: n, median, p90, p99,
+  mean, sample stddev (ddof=1; 0.0 when n == 1), CV = stddev / mean, min, max, the median
+  of each round (`sizes`: samples per round, in order) and a 95% confidence interval of
+  the MEDIAN by a seeded percentile bootstrap, named by `method`
+  (`farm.results.rounds`): by default the two-level bootstrap over rounds then samples
+  when there are several rounds (rounds are the replicates; samples of one round are
+  not independent), the plain bootstrap of the samples for one round, and for
+  `METHOD_LEGACY` (records stored before rounds were the unit) the bootstrap of the
+  pooled samples. Percentiles (median, p90, p99 and the CI ends) use numpy's default
+  "linear" method (Hyndman & Fan type 7: position (n - 1) * q / 100 in the sorted
+  samples, linear interpolation between the two neighbours). The same seed, samples and
+  sizes always give the same CI.
+* `record_stats(samples_ms, seed, n_boot, sizes, method)` -> the record fields (`n`,
+  `median_ms`, ..., `ci95_high_ms`, `round_medians_ms`, `ci_method`); all None when there
+  are no samples. The store uses it to fill in and to re-check records, so the numbers in
+  a record are always recomputable from its `samples_ms` and `rounds.sizes` with the seed
+  and n_boot of its `policy` (defaults 0 and 2000) and its `ci_method`.
 * `drift_flags(state_before, state_after)` -> human-readable flags (see DEVICE STATE).
 * `interleaved_order(routes, repeats, seed)` -> a seeded, shuffled interleaving.
 
@@ -37,6 +44,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from farm.results.rounds import METHOD_LEGACY, ci_method, ci_of_median, split_rounds
+
 __all__ = [
     "DEFAULT_N_BOOT",
     "DEFAULT_SEED",
@@ -57,7 +66,7 @@ PERCENTILE_METHOD = "linear"  # numpy default; named so the docs and the code ag
 # Record fields produced by `record_stats`, in schema order.
 STAT_FIELDS: tuple[str, ...] = (
     "n", "median_ms", "p90_ms", "p99_ms", "mean_ms", "stddev_ms", "cv",
-    "min_ms", "max_ms", "ci95_low_ms", "ci95_high_ms",
+    "min_ms", "max_ms", "ci95_low_ms", "ci95_high_ms", "round_medians_ms", "ci_method",
 )
 
 # Bound the memory of one bootstrap chunk (indices * 8 bytes); the chunking depends on
@@ -82,6 +91,12 @@ class Summary:
     max: float
     ci95_low: float
     ci95_high: float
+    round_medians: tuple[float, ...] = ()
+    method: str = METHOD_LEGACY
+
+    @property
+    def rounds(self) -> int:
+        return len(self.round_medians)
 
     def as_record_fields(self) -> dict[str, Any]:
         """The record fields (`median_ms`, ...) for this summary."""
@@ -91,6 +106,7 @@ class Summary:
             "mean_ms": d["mean"], "stddev_ms": d["stddev"], "cv": d["cv"],
             "min_ms": d["min"], "max_ms": d["max"],
             "ci95_low_ms": d["ci95_low"], "ci95_high_ms": d["ci95_high"],
+            "round_medians_ms": list(self.round_medians), "ci_method": self.method,
         }
 
 
@@ -135,29 +151,43 @@ def bootstrap_medians(
 
 def summarize(
     samples_ms: Sequence[float], *, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT,
+    sizes: Sequence[int] | None = None, method: str | None = None,
 ) -> Summary:
-    """Summarize steady-state samples (ms). Raises ValueError on an empty or bad list."""
+    """Summarize steady-state samples (ms) of rounds of `sizes` samples each (None: one
+    round). Raises ValueError on an empty or bad list."""
     x = _as_samples(samples_ms)
+    rounds = split_rounds(x, sizes)
+    method = method or ci_method(len(rounds))
     median, p90, p99 = np.percentile(x, [50.0, 90.0, 99.0], method=PERCENTILE_METHOD)
     mean = float(np.mean(x))
     stddev = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
     cv = stddev / mean if mean > 0 else 0.0
-    low, high = bootstrap_ci(x, seed=seed, n_boot=n_boot)
+    if len(rounds) > 1 and method != METHOD_LEGACY:
+        low, high = ci_of_median(rounds, seed=seed, n_boot=n_boot)
+    else:  # one round, or a record stored before rounds were the unit
+        low, high = bootstrap_ci(x, seed=seed, n_boot=n_boot)
     return Summary(
         n=int(x.size), median=float(median), p90=float(p90), p99=float(p99), mean=mean,
         stddev=stddev, cv=cv, min=float(x.min()), max=float(x.max()),
         ci95_low=low, ci95_high=high,
+        round_medians=tuple(float(np.median(r)) for r in rounds), method=method,
     )
 
 
 def record_stats(
     samples_ms: Sequence[float] | None, *, seed: int = DEFAULT_SEED,
-    n_boot: int = DEFAULT_N_BOOT,
+    n_boot: int = DEFAULT_N_BOOT, sizes: Sequence[int] | None = None,
+    method: str | None = None,
 ) -> dict[str, Any]:
-    """The statistics fields of a record; every field None when there are no samples."""
+    """The statistics fields of a record; every field None when there are no samples. A
+    legacy record (`METHOD_LEGACY`) keeps no round medians or method: it had none."""
     if not samples_ms:
         return dict.fromkeys(STAT_FIELDS)
-    return summarize(samples_ms, seed=seed, n_boot=n_boot).as_record_fields()
+    out = summarize(samples_ms, seed=seed, n_boot=n_boot, sizes=sizes,
+                    method=method).as_record_fields()
+    if method == METHOD_LEGACY:
+        out.update(round_medians_ms=None, ci_method=None)
+    return out
 
 
 def _num(value: Any) -> float | None:

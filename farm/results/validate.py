@@ -11,7 +11,10 @@ Contract:
   statistics that do not match a recomputation (used by the integrity check).
 
 Statistics are recomputed with `farm.results.stats.record_stats`, seed and n_boot taken
-from the record's `policy` ("seed", "n_boot"; defaults 0 and 2000).
+from the record's `policy` ("seed", "n_boot"; defaults 0 and 2000), the rounds from
+`rounds.sizes` and the method from `ci_method`: a record that carries statistics but no
+`ci_method` was stored before rounds were the unit (schema 2) and is recomputed the way
+it was, a bootstrap of the pooled samples (`rounds.METHOD_LEGACY`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,12 @@ from typing import Any
 
 from farm.errors import StoreError
 from farm.results import provenance
+from farm.results.rounds import (
+    METHOD_HIERARCHICAL,
+    METHOD_LEGACY,
+    METHOD_ONE_ROUND,
+    record_sizes,
+)
 from farm.results.schema import FAILED, FIELD_NAMES, FIELDS, INVALID, OK, PARTIAL, UNAVAILABLE
 from farm.results.stats import DEFAULT_N_BOOT, DEFAULT_SEED, STAT_FIELDS, record_stats
 
@@ -86,10 +95,29 @@ def _samples_problem(samples: Any) -> str | None:
     return None
 
 
+METHODS = (METHOD_HIERARCHICAL, METHOD_ONE_ROUND)
+
+
 def _same(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    if isinstance(a, list) or isinstance(b, list):
+        return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
+                and all(_same(x, y) for x, y in zip(a, b, strict=True)))
     return math.isclose(float(a), float(b), rel_tol=_REL_TOL, abs_tol=1e-12)
+
+
+def _expected(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The statistics `samples_ms` give with the record's seed, n_boot, rounds and method
+    (no `ci_method` beside given statistics: a legacy record, see module docstring)."""
+    seed, n_boot = stats_params(record)
+    method = record.get("ci_method")
+    if method is None and record.get("median_ms") is not None:
+        method = METHOD_LEGACY
+    return record_stats(record.get("samples_ms"), seed=seed, n_boot=n_boot,
+                        sizes=record_sizes(record), method=method)
 
 
 def stats_mismatches(record: Mapping[str, Any]) -> list[str]:
@@ -97,8 +125,7 @@ def stats_mismatches(record: Mapping[str, Any]) -> list[str]:
     problem = _samples_problem(record.get("samples_ms"))
     if problem:
         return [f"samples_ms: {problem}"]
-    seed, n_boot = stats_params(record)
-    expected = record_stats(record.get("samples_ms"), seed=seed, n_boot=n_boot)
+    expected = _expected(record)
     return [
         f"{name}: stored {record.get(name)!r}, samples_ms give {expected[name]!r}"
         for name in STAT_FIELDS
@@ -135,8 +162,10 @@ def normalize_record(record: Mapping[str, Any]) -> dict[str, Any]:
     problem = _samples_problem(out["samples_ms"])
     if problem:
         raise StoreError(f"{_where(out)}: samples_ms: {problem}")
-    seed, n_boot = stats_params(out)
-    expected = record_stats(out["samples_ms"], seed=seed, n_boot=n_boot)
+    if out["ci_method"] is not None and out["ci_method"] not in METHODS:
+        raise StoreError(f"{_where(out)}: ci_method {out['ci_method']!r} is not one of "
+                         f"{list(METHODS)}")
+    expected = _expected(out)
     # a statistic left empty is filled in; one that is given must match the samples
     wrong = [
         f"{name}: given {out[name]!r}, samples_ms give {expected[name]!r}"
@@ -147,7 +176,8 @@ def normalize_record(record: Mapping[str, Any]) -> dict[str, Any]:
         raise StoreError(
             f"{_where(out)}: statistics do not match samples_ms: {'; '.join(wrong)}",
             hint="leave the statistics fields empty and the store computes them, or "
-                 "compute them with farm.results.stats.record_stats(samples, seed, n_boot)",
+                 "compute them with farm.results.stats.record_stats(samples, seed, n_boot, "
+                 "sizes, method)",
         )
     out.update(expected)
     return out

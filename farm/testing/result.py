@@ -1,10 +1,11 @@
 """What a test gets back from `farm_bench(...)` and asserts on.
 
 `FarmResult` wraps the stored record of one route on one device: `median_ms`, `p90_ms`,
-`n`, `samples_ms`, `emulated`, `record`, and `no_slower_than(ref, "5%")`, which gates this
-record against the records of the same device x route x model x variant x threads x
-config in the run(s) `ref` names (a tag such as `main`, a run id or `latest`), with the
-rule of `farm compare --max-slowdown` (`farm.results.gate`). It returns a `GateCheck`:
+`n`, `rounds`, `samples_ms`, `emulated`, `record`, and `no_slower_than(ref, "5%")`, which
+gates this record against the records of the same device x route x model x variant x
+threads x config in the run(s) `ref` names (a tag such as `main`, a run id or `latest`),
+with the rule of `farm compare --max-slowdown` (`farm.results.gate`: over rounds, beyond
+the device's noise floor when the store holds one). It returns a `GateCheck`:
 true unless the gate finds a regression; its repr is the verdict with the figures, so a
 failing `assert` explains itself. An emulated record is never gated ("not compared").
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from farm.results import gate, tags
 from farm.results.emulation import device_label, is_emulated
+from farm.results.floor import load_floors
 from farm.results.open_store import open_store
 
 
@@ -43,8 +45,10 @@ class GateCheck:
         r = self.row
         if r is None or r.slowdown_pct is None:
             return head + (f" ({r.note})" if r is not None and r.note else "")
+        p = "p —" if r.p_value is None else f"p {r.p_value:.3g}"
+        floor = "no noise floor" if r.floor_pct is None else f"floor ±{r.floor_pct:.1f} %"
         return (f"{head}, {r.base_ms:.3f} -> {r.new_ms:.3f} ms ({r.slowdown_pct:+.1f} %, "
-                f"p {r.p_value:.3g})")
+                f"{p} over {r.rounds_base}/{r.rounds_new} rounds, {floor})")
 
     def __repr__(self) -> str:
         return f"<farm gate {self.text()}>"
@@ -69,6 +73,10 @@ class FarmResult:
         return int(self.record.get("n") or 0)
 
     @property
+    def rounds(self) -> int:
+        return len(self.record.get("round_medians_ms") or [])
+
+    @property
     def samples_ms(self) -> list[float]:
         return list(self.record.get("samples_ms") or [])
 
@@ -91,9 +99,10 @@ class FarmResult:
         max_slowdown = gate.parse_slowdown(limit) if isinstance(limit, str) else float(limit)
         with open_store(self.store_path, create=False) as store:
             base = store.records(run_id=tags.resolve_runs(store, ref))
+            floors = load_floors(store, [str(self.record["device"])])
         result = gate.gate_records(base, [self.record], max_slowdown=max_slowdown,
                                    metric=metric, alpha=alpha, base_run=ref,
-                                   new_run=self.run_id)
+                                   new_run=self.run_id, floors=floors)
         mine = gate.key_of(self.record)
         row = next((r for r in result.rows
                     if tuple(getattr(r, k) for k in gate.KEY_FIELDS) == mine), None)

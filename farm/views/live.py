@@ -1,6 +1,9 @@
 """The live bench view: every device's phase, what it is building (and for how long),
 current route, progress, running median and p90, and state (CPU frequency, temperature).
 
+Noise (`farm.results.noise`): a finished route whose round medians spread, or a round
+whose CPU steal, exceeds its bound is named in the device's row while the bench runs.
+
 Pure core: `BenchState` + `apply(state, event)` (a reducer over the bench's event dicts,
 see `farm.bench.runner`) + `render(state) -> Table` (no I/O, testable with a capturing
 Console). `run_ui(events, done, console)` is the one UI loop: it drains the event queue,
@@ -25,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.results.emulation import device_label
+from farm.results.noise import STEAL_BOUND_PCT
 from farm.views.steps import StepLines
 
 STATUS_STYLE = {"ok": "green", "partial": "yellow", "invalid": "red", "failed": "red",
@@ -46,6 +50,8 @@ class DeviceView:
     freq_mhz: float | None = None
     temp_c: float | None = None
     finished: list[tuple[str, str, float | None, int]] = field(default_factory=list)
+    noisy: list[str] = field(default_factory=list)  # "route: why" of noisy finished routes
+    steal_pct: float | None = None
     status: str | None = None
     detail: str = ""
     emulated: bool = False
@@ -112,10 +118,12 @@ def apply(state: BenchState, event: dict[str, Any]) -> BenchState:
         dev.median_ms, dev.p90_ms = event.get("median_ms"), event.get("p90_ms")
     elif kind == "state":
         dev.freq_mhz, dev.temp_c = event.get("freq_mhz"), event.get("temp_c")
+        dev.steal_pct = event.get("steal_pct", dev.steal_pct)
     elif kind == "route_done":
         status = "skipped" if event.get("skipped") else event["status"]
         dev.finished.append((event["route"], status, event.get("median_ms"),
                              len(event.get("drift") or [])))
+        dev.noisy += [f"{event['route']}: {w}" for w in event.get("noise") or []]
         dev.route, dev.stage, dev.progress = None, "", 0.0
     elif kind == "device_done":
         dev.phase, dev.status, dev.detail = "done", event["status"], event.get("detail") or ""
@@ -165,6 +173,10 @@ def render(state: BenchState, now: float | None = None) -> Table:
             finished.append(f"warning: {warning[:120]}  ", style="yellow")
         for note in dev.notes:
             finished.append(f"{note}  ", style="dim")
+        for noisy in dev.noisy:  # a verdict on these rounds needs care: say so while it runs
+            finished.append(f"noisy {noisy}  ", style="yellow")
+        if dev.steal_pct is not None and dev.steal_pct > STEAL_BOUND_PCT:
+            finished.append(f"CPU steal {dev.steal_pct:.1f} % last round  ", style="yellow")
         if dev.detail and dev.status not in (None, "ok"):
             finished.append(dev.detail[:120], style="red")
         table.add_row(device_label(name, dev.emulated), phase, route,

@@ -11,8 +11,9 @@ things a CI log reader looks for, the way pytest or cargo report steps:
   second or more, with its duration (what the build step spent its time on);
 * a route started, and finished with its status, median, p90 and n; without `--routes`,
   a route the device cannot run is "skipped" with the reason;
-* warnings: a route's drift flags (frequency/temperature moved), a route or device that is
-  not ok with its detail;
+* warnings: a route's drift flags (frequency/temperature moved), a noisy route (its round
+  medians spread, or CPU steal, past `farm.results.noise`'s bounds), a route or device
+  that is not ok with its detail;
 * one line naming a step's library output (TVM, onnxscript, numpy) and its log
   (`farm.libout`), when the step had any;
 * a device finished.
@@ -117,10 +118,13 @@ class StepLines:
             line += f": median {_ms(event['median_ms'])}, p90 {_ms(event.get('p90_ms'))}"
             if event.get("n") is not None:
                 line += f", n {event['n']}"
+            if event.get("rounds"):
+                line += f", {event['rounds']} rounds"
         if status != "ok" and event.get("detail"):
             line += f" — {event['detail']}"
         out = [line]
         out += [f"{prefix}warning: {route}: drift {flag}" for flag in event.get("drift") or []]
+        out += [f"{prefix}warning: {route}: noisy: {w}" for w in event.get("noise") or []]
         return out
 
 

@@ -194,6 +194,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!c.plan || (!c.inputs && !c.check)) return die("nothing to run: pass --request FILE, or --plan P --inputs I, or --check P");
+    /* the idle baseline: the executor running, no plan loaded (memory is judged on what
+       the model adds to it, the same way for every route) */
+    long baseline = proc_kb("/proc/self/status", "VmHWM:");
     double t0 = fk_now_ms();
     if (fk_plan_load(c.plan, &plan, err, sizeof err)) return die(err);
     if (plan.features & ~FK_FEAT_KNOWN_MASK) {
@@ -278,8 +281,11 @@ int main(int argc, char **argv) {
         printf("{\"ev\": \"outputs\", \"file\": %s}\n", q);
     }
     long hwm = proc_kb("/proc/self/status", "VmHWM:"), pss = proc_kb("/proc/self/smaps_rollup", "Pss:");
-    if (pss >= 0) printf("{\"ev\": \"memory\", \"vmhwm_kb\": %ld, \"pss_kb\": %ld, \"method\": \"VmHWM\"}\n", hwm, pss);
-    else printf("{\"ev\": \"memory\", \"vmhwm_kb\": %ld, \"pss_kb\": null, \"method\": \"VmHWM\"}\n", hwm);
+    char pss_text[32] = "null", base_text[32] = "null";
+    if (pss >= 0) snprintf(pss_text, sizeof pss_text, "%ld", pss);
+    if (baseline >= 0) snprintf(base_text, sizeof base_text, "%ld", baseline);
+    printf("{\"ev\": \"memory\", \"vmhwm_kb\": %ld, \"pss_kb\": %s, \"baseline_kb\": %s, \"method\": \"VmHWM\"}\n",
+           hwm, pss_text, base_text);
     printf("{\"ev\": \"done\"}\n");
     fflush(stdout);
     free(ms);

@@ -22,8 +22,10 @@ from farm.paths import REPO_ROOT
 from farm.results.run_checks import assert_store_ok, partial_run_problems
 from farm.results.store import ResultStore
 
+# one round unless a test asks for more (`--repeats` in `extra` comes later and wins): these
+# tests are about what a fault does to a bench, not about its statistics
 FAST_ARGS = ["--model", "tiny", "--routes", "ort,custom", "--warmup", "1", "--warmup-time", "0",
-             "--profile-runs", "0", "--pause", "0"]
+             "--profile-runs", "0", "--pause", "0", "--rounds", "1"]
 
 
 class BenchRun:

@@ -71,7 +71,7 @@ def test_hostile_devices_fail_alone(lab: Any, tmp_path: Path) -> None:
             *[a for d in evil for a in ("--device", d)],
             "--model", "tiny", "--routes", "ort", "--warmup", "1", "--warmup-time", "0",
             "--profile-runs", "0", "--pause", "0", "--runs", "5", "--min-time", "0.5",
-            "--max-time", "5", "--link-timeout", "20", "--output", "json"]
+            "--max-time", "5", "--link-timeout", "20", "--output", "json", "--rounds", "1"]
     env = {**os.environ, "FARM_HOME": str(tmp_path / "home")}
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO_ROOT,
                           timeout=540, check=False)
