@@ -407,6 +407,15 @@ static void run_softmax(fk_exec *e, const fk_op *op, const int64_t *a) {
     const int64_t outer = a[0], n = a[1], inner = a[2];
     const float *x = operand(e, op, 0);
     float *y = e->buf[op->out];
+    if (inner == 1 && op->p[1] == 0) { /* over the last axis (attention scores a fused
+                                          pattern did not take): the kernel table's SIMD row
+                                          softmax, the fused attention's own */
+        for (int64_t o = 0; o < outer; o++) {
+            if (y != x) memcpy(y + o * n, x + o * n, sizeof(float) * (size_t)n);
+            e->k->softmax_f32((int)n, y + o * n, 1.0f, NULL);
+        }
+        return;
+    }
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             const float *xs = x + o * n * inner + i;
@@ -498,6 +507,15 @@ static void run_cumsum(fk_exec *e, const fk_op *op, const int64_t *a) {
     const int exclusive = op->p[1] & 1, reverse = op->p[1] & 2;
     const float *x = operand(e, op, 0);
     float *y = e->buf[op->out];
+    if (inner == 1 && op->p[1] == 0) { /* over the last axis (attention scores a fused
+                                          pattern did not take): the kernel table's SIMD row
+                                          softmax, the fused attention's own */
+        for (int64_t o = 0; o < outer; o++) {
+            if (y != x) memcpy(y + o * n, x + o * n, sizeof(float) * (size_t)n);
+            e->k->softmax_f32((int)n, y + o * n, 1.0f, NULL);
+        }
+        return;
+    }
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             float acc = 0;
