@@ -12,8 +12,10 @@ script stays well under 30 minutes on 2 cores; 128 is the preset's):
 3. `--pairs` times: bench the model (A), bench it again (A'), bench the variant (B), each
    a `farm bench` of its own run (ort, the bench's default rounds and policy, no profile);
    `farm compare A A' --max-slowdown 5%` exiting 4 is a false alarm, `farm compare A' B
-   --max-slowdown 5%` exiting 4 is a catch. Every other iteration a CPU hog (one process
-   spinning, bounded by its own deadline) runs beside the three benches.
+   --max-slowdown 5%` exiting 4 is a catch, each judged on the gate's default statistic
+   (p10, the quiet level) and again with `--metric median` for contrast. Every other
+   iteration a CPU hog (one process spinning, bounded by its own deadline) runs beside the
+   three benches.
 It prints both rates per model and overall, each model's floor with the load and steal
 the calibration saw, and stops by itself after `--budget-min` minutes, whatever is left.
 Everything goes into a temporary store (or `--keep DIR`), so the figures are traceable.
@@ -75,12 +77,17 @@ def config_for(model: Path) -> BenchConfig:
                        policy=Policy.for_rounds(DEFAULT_ROUNDS), profile_runs=0)
 
 
-def gate(store: Path, base: str, new: str) -> dict[str, Any]:
-    """`farm compare BASE NEW --max-slowdown 5%` as a user runs it: exit code and row."""
+# the gate's default statistic first (what a user gets), then the median for contrast
+METRICS = ("p10", "median")
+
+
+def gate(store: Path, base: str, new: str, metric: str) -> dict[str, Any]:
+    """`farm compare BASE NEW --max-slowdown 5% --metric M` as a user runs it: exit code
+    and row."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = farm(["compare", base, new, "--max-slowdown", "5%", "--output", "json",
-                     "--store", str(store)])
+                     "--metric", metric, "--store", str(store)])
     doc = json.loads(out.getvalue())
     (row,) = doc["rows"]
     return {"exit": code, "verdict": row["verdict"], "slowdown_pct": row["slowdown_pct"],
@@ -120,20 +127,22 @@ def run_model(name: str, args: argparse.Namespace, work: Path, store_path: Path,
             if hog is not None:
                 hog.kill()
                 hog.wait()
-        same, caught = gate(store_path, a, a2), gate(store_path, a2, b)
-        rows.append({"pair": i, "hog": hog is not None, "aa": same, "ab": caught,
-                     "runs": [a, a2, b]})
-        print(f"{name} pair {i + 1}{' (hog)' if hog else ''}: A/A {same['slowdown_pct']:+.1f} % "
-              f"-> {same['verdict']} (exit {same['exit']}); slow variant "
-              f"{caught['slowdown_pct']:+.1f} % -> {caught['verdict']} (exit {caught['exit']})",
-              flush=True)
+        row: dict[str, Any] = {"pair": i, "hog": hog is not None, "runs": [a, a2, b]}
+        for metric in METRICS:
+            same, caught = gate(store_path, a, a2, metric), gate(store_path, a2, b, metric)
+            row[metric] = {"aa": same, "ab": caught}
+            print(f"{name} pair {i + 1}{' (hog)' if hog else ''} {metric:>6}: A/A "
+                  f"{same['slowdown_pct']:+.1f} % -> {same['verdict']} (exit {same['exit']}); "
+                  f"slow variant {caught['slowdown_pct']:+.1f} % -> {caught['verdict']} "
+                  f"(exit {caught['exit']})", flush=True)
+        rows.append(row)
     return {"model": name, "floor": floor.floor_pct, "floor_load1": floor.load1,
             "floor_steal_pct": floor.steal_pct, "pairs": rows}
 
 
-def rates(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
-    false_alarms = sum(r["aa"]["exit"] == 4 for r in rows)
-    caught = sum(r["ab"]["exit"] == 4 for r in rows)
+def rates(rows: list[dict[str, Any]], metric: str) -> tuple[int, int, int]:
+    false_alarms = sum(r[metric]["aa"]["exit"] == 4 for r in rows)
+    caught = sum(r[metric]["ab"]["exit"] == 4 for r in rows)
     return false_alarms, caught, len(rows)
 
 
@@ -157,15 +166,18 @@ def main() -> int:
                    for name in args.models.split(",") if name.strip()]
     print(f"\nfarm compare --max-slowdown 5% on local, {DEFAULT_ROUNDS} rounds a run, "
           f"{(time.monotonic() - started) / 60:.1f} min:")
-    total = [0, 0, 0]
-    for res in results:
-        fa, caught, n = rates(res["pairs"])
-        total = [total[0] + fa, total[1] + caught, total[2] + n]
-        print(f"  {res['model']:<10} floor ±{res['floor']['median']:.1f} % (calibration load "
-              f"up to {res['floor_load1']['max']}, steal up to {res['floor_steal_pct']['max']} %)"
-              f": false alarms {fa}/{n}, slowdown caught {caught}/{n}")
-    print(f"  overall    false alarms {total[0]}/{total[2]}, slowdown caught "
-          f"{total[1]}/{total[2]}")
+    for metric in METRICS:
+        total = [0, 0, 0]
+        print(f" --metric {metric}{' (the default)' if metric == METRICS[0] else ''}:")
+        for res in results:
+            fa, caught, n = rates(res["pairs"], metric)
+            total = [total[0] + fa, total[1] + caught, total[2] + n]
+            print(f"  {res['model']:<10} floor ±{res['floor'][metric]:.1f} % (calibration "
+                  f"load up to {res['floor_load1']['max']}, steal up to "
+                  f"{res['floor_steal_pct']['max']} %): false alarms {fa}/{n}, slowdown "
+                  f"caught {caught}/{n}")
+        print(f"  overall    false alarms {total[0]}/{total[2]}, slowdown caught "
+              f"{total[1]}/{total[2]}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

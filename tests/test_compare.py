@@ -43,7 +43,7 @@ def _rec(samples, route: str = "ort", rounds: int = 6, **over):  # type: ignore[
 
 
 def _floor(pct: float) -> Floor:
-    return Floor("local", {"median": pct, "p90": 2 * pct}, [], {"model": "tiny"})
+    return Floor("local", {"p10": pct, "median": pct, "p90": 2 * pct}, [], {"model": "tiny"})
 
 
 def test_clearly_different_is_significant() -> None:

@@ -44,7 +44,7 @@ def _rec(samples, route: str = "ort", rounds: int = 6, **over):  # type: ignore[
 
 
 def _floor(pct: float) -> Floor:
-    return Floor("local", {"median": pct, "p90": pct}, [], {"model": "tiny"})
+    return Floor("local", {"p10": pct, "median": pct, "p90": pct}, [], {"model": "tiny"})
 
 
 RNG = np.random.default_rng(5)
@@ -63,8 +63,9 @@ def test_significant_slowdown_over_the_limit_is_a_regression():
     slow = RNG.normal(11.0, 0.2, 60)  # +10 %
     result = gate_records([_rec(BASE)], [_rec(slow)], max_slowdown=0.05)
     (row,) = result.rows
+    # the default statistic is p10, the quiet level
     assert row.verdict == REGRESSION and row.slowdown_pct == pytest.approx(
-        (np.median(slow) / np.median(BASE) - 1) * 100)
+        (np.percentile(slow, 10) / np.percentile(BASE, 10) - 1) * 100)
     # every NEW round slower than every BASE round: the exact one-sided p of 6 vs 6 rounds
     assert row.p_value == pytest.approx(1 / 924) and (row.rounds_base, row.rounds_new) == (6, 6)
     assert result.exit_code == EXIT_REGRESSION and not result.passed
@@ -85,7 +86,7 @@ def test_large_but_not_significant_never_fails():
     # 6 rounds, slower by 10 % in the median, but the rounds overlap: not significant
     base = [1.0, 1.3, 0.9, 1.2, 1.1, 1.0]
     mixed = [1.25, 1.0, 1.35, 0.95, 1.15, 1.2]
-    (row,) = gate_records([_rec(base)], [_rec(mixed)]).rows
+    (row,) = gate_records([_rec(base)], [_rec(mixed)], metric="median").rows
     assert row.verdict == SLOWER_NOT_SIGNIFICANT and row.p_value is not None
 
 
@@ -107,6 +108,47 @@ def test_a_slowdown_inside_the_noise_floor_passes():
     assert row.verdict == REGRESSION and "no noise floor" not in row.note
     md = format_gate(gate_records([_rec(BASE)], [_rec(slow)], floors=floors), "md")
     assert "±12.0 %" in md and "noise floor" in md
+
+
+def _shared_host_run(rng: np.random.Generator, cost: float, busy_rounds: set[int]
+                     ) -> list[float]:
+    """Six rounds of 400 samples at `cost` ms: in a busy round a neighbour adds 30-70 % to
+    85 % of the samples (what aa_noise recorded on the 2-vCPU VM: disturbances only add
+    time, and whole rounds at once)."""
+    out = []
+    for i in range(6):
+        round_ = cost * (1 + rng.normal(0, 0.004, 400))
+        if i in busy_rounds:
+            hit = rng.random(400) < 0.85
+            round_[hit] *= 1 + rng.uniform(0.3, 0.7, hit.sum())
+        out += round_.tolist()
+    return out
+
+
+def test_p10_sees_through_busy_rounds_the_median_does_not():
+    """Identical code, one run quiet and one with 4 busy rounds: the median moves by tens
+    of percent, the quiet level does not; +10 % of work under busy rounds on both sides is
+    found on the quiet level."""
+    rng = np.random.default_rng(32)
+    quiet = _shared_host_run(rng, 0.23, set())
+    busy = _shared_host_run(rng, 0.23, {0, 2, 3, 5})
+    (med,) = gate_records([_rec(quiet)], [_rec(busy)], metric="median").rows
+    assert med.slowdown_pct > 30 and med.verdict != NOT_SLOWER  # what p10 is the default against
+    (aa,) = gate_records([_rec(quiet)], [_rec(busy)]).rows
+    assert aa.verdict in (NOT_SLOWER, WITHIN_LIMIT) and abs(aa.slowdown_pct) < 2
+    base = _shared_host_run(rng, 0.23, {1, 4})
+    slower = _shared_host_run(rng, 0.253, {0, 3})  # +10 % of work
+    (ab,) = gate_records([_rec(base)], [_rec(slower)]).rows
+    assert ab.verdict == REGRESSION and ab.slowdown_pct == pytest.approx(10, abs=1.5)
+    assert ab.p_value is not None and ab.p_value < 0.05
+
+
+def test_a_floor_without_the_metric_is_named():
+    floor = Floor("local", {"median": 3.0, "p90": 5.0}, [], {"model": "tiny"})  # older farm
+    (row,) = gate_records([_rec(BASE)], [_rec(RNG.normal(11.0, 0.2, 60))],
+                          floors={"local": floor}).rows
+    assert row.verdict == REGRESSION and row.floor_pct is None
+    assert "noise floor has no p10" in row.note and "farm devices calibrate local" in row.note
 
 
 def test_faster_and_p90_metric():
@@ -204,7 +246,7 @@ def test_gate_on_real_runs(tmp_path, monkeypatch, capsys):
     (row,) = doc["rows"]
     assert row["model"] == "encoder" and row["verdict"] != REGRESSION
     assert row["rounds_base"] == row["rounds_new"] == 6
-    assert row["floor_pct"] == floor["floor_pct"]["median"]
+    assert row["floor_pct"] == floor["floor_pct"]["p10"]
     _encoder(model, 8)
     _bench(model, store, capsys)
     slow = main(["compare", "main", "latest", "--max-slowdown", "10%", "--output", "md",

@@ -83,7 +83,7 @@ def test_plugin_keeps_and_gates_against_a_server_baseline(pg_url, tmp_path) -> N
     assert "farm-test-pw" not in first.stdout + first.stderr  # the store line is redacted
     second = session("-k", "main")
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "GATE " in second.stdout and "gate vs main (median, limit +50.0%)" in second.stdout
+    assert "GATE " in second.stdout and "gate vs main (p10, limit +50.0%)" in second.stdout
     with open_store(pg_url) as store:
         assert len(store.runs()) == 2 and json.dumps(store.meta_items("tag:"))
         assert len(store.records()) == 2

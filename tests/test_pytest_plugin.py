@@ -95,7 +95,7 @@ def test_sample_suite_on_local(tmp_path):
     assert "2 passed" in out and "1 failed" in out
     assert any(f"GATE {v}" in out for v in ("not slower", "within limit", "within noise",
                                              "slower, not significant")), out
-    assert "gate vs main (median, limit +10.0%)" in out and "over 6/6 rounds, floor ±" in out
+    assert "gate vs main (p10, limit +10.0%)" in out and "over 6/6 rounds, floor ±" in out
     assert "n " in out and " in 6 rounds (run " in out
     assert not _leases(tmp_path), "a lease outlived its test"
     props = {p.get("name"): p.get("value") for p in ET.parse(junit).iter("property")}

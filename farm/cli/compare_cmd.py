@@ -5,8 +5,8 @@ floor (`farm devices calibrate`, kept in the store) is "within noise (±x %)".
 
 With `--max-slowdown 5%` it is a regression gate (`farm.results.gate`): per device x
 route x model x variant x threads x config, exit 4 when NEW is slower than the limit AND
-the floor AND significantly so over rounds (`--metric median|p90`, `--alpha`); md output
-is a PR comment.
+the floor AND significantly so over rounds (`--metric p10|median|p90`, p10 by default:
+the quiet level, see `farm.results.gate`; `--alpha`); md output is a PR comment.
 
 BASE/NEW: a run id, a unique prefix of one, "latest", or a tag (`farm results tag`).
 """
@@ -35,8 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="gate: exit 4 when NEW is more than PCT (e.g. 5%%) and more "
                              "than the device's noise floor slower than BASE, and the "
                              "slowdown is significant over rounds")
-    parser.add_argument("--metric", choices=["median", "p90"], default="median",
-                        help="gate: the statistic the slowdown is measured on")
+    parser.add_argument("--metric", choices=["p10", "median", "p90"], default="p10",
+                        help="gate: the statistic the slowdown is measured on (default p10, "
+                             "the quiet level: a shared host's disturbances only add time, "
+                             "so identical runs agree on it where their medians do not)")
     add_all_columns_option(parser)
     add_store_option(parser)
     parser.set_defaults(func=run)

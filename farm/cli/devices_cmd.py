@@ -178,6 +178,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     from farm.bench.calibrate import calibrate, reference_config
     from farm.bench.config import DEFAULT_ROUNDS
+    from farm.results.floor import METRICS
     from farm.results.open_store import open_store
 
     device = load_inventory(args.inventory).get(args.name)
@@ -193,8 +194,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     else:
         print(f"{device.name}: noise floor {floor.describe()}")
         for pair in floor.pairs:
-            moves = "; ".join(f"{key}: median {c.get('median', 0):+.2f} %, p90 "
-                              f"{c.get('p90', 0):+.2f} %" for key, c in pair["changes"].items())
+            moves = "; ".join(
+                f"{key}: " + ", ".join(f"{m} {c[m]:+.2f} %" for m in METRICS if m in c)
+                for key, c in pair["changes"].items())
             print(f"  {pair['base']} -> {pair['new']}: {moves}")
         print(f"kept in {where}: `farm compare` calls a change inside it 'within noise'")
     return 0

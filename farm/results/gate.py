@@ -1,13 +1,16 @@
 """The regression gate: `farm compare BASE NEW --max-slowdown 5%` exits 4 on a regression.
 
-Contract: `gate_records(base, new, max_slowdown=0.05, metric="median", alpha=0.05)` ->
+Contract: `gate_records(base, new, max_slowdown=0.05, metric="p10", alpha=0.05)` ->
 `GateResult` with one `GateRow` per key (device, route, model, variant, threads, config),
 where config is the label of the record's configuration flags (fusion on/off never pooled).
 Records of one key in one run are pooled (their rounds added up). For each key measured
 on both sides:
 
-* `slowdown` = metric(NEW) / metric(BASE) - 1, metric = median or p90 of the pooled
-  steady-state samples (linear interpolation, `farm.results.stats.summarize`);
+* `slowdown` = metric(NEW) / metric(BASE) - 1, metric = p10 (the default), median or p90
+  of the pooled steady-state samples (linear interpolation). p10 by default because on a
+  shared host disturbances only add time, to whole rounds at once: identical runs' medians
+  land tens of percent apart while their p10s agree within a few (benchmarks/aa_noise.py
+  measures both);
 * `p_value`: Mann-Whitney U, ONE-sided (H1: NEW's rounds tend to be slower), exact, on the
   metric of each ROUND (`farm.results.rounds.unpaired_test`): rounds are the replicates,
   the thousands of samples of one round share its machine state; None when the rounds are
@@ -40,14 +43,14 @@ from rich.text import Text
 
 from farm.results import textout
 from farm.results.emulation import NOT_COMPARED, WHY, device_label, is_emulated
-from farm.results.floor import Floor, load_floors, noise_verdict, within
+from farm.results.floor import METRICS, QUANTILES, Floor, load_floors, noise_verdict, within
 from farm.results.keys import config_key, group_by, sort_key
 from farm.results.layout import Col, FitTable
 from farm.results.noise import noise_warnings
 from farm.results.rounds import NOT_ENOUGH, records_rounds, unpaired_test
 
 EXIT_REGRESSION = 4
-METRICS = ("median", "p90")
+DEFAULT_METRIC = "p10"  # the quiet level (floor.QUANTILES says why); median and p90 on ask
 REGRESSION = "regression"
 SLOWER_NOT_SIGNIFICANT = "slower, not significant"
 WITHIN_LIMIT = "within limit"
@@ -124,12 +127,9 @@ def key_of(rec: dict[str, Any]) -> tuple[Any, ...]:
     return config_key(rec, KEY_FIELDS)
 
 
-_Q = {"median": 50.0, "p90": 90.0}
-
-
 def _judge(base: list[np.ndarray], new: list[np.ndarray], limit: float, metric: str,
            alpha: float, floor: Floor | None) -> dict[str, Any]:
-    q = _Q[metric]
+    q = QUANTILES[metric]
     base_ms = float(np.percentile(np.concatenate(base), q))
     new_ms = float(np.percentile(np.concatenate(new), q))
     slowdown = new_ms / base_ms - 1.0 if base_ms > 0 else None
@@ -152,7 +152,7 @@ def _judge(base: list[np.ndarray], new: list[np.ndarray], limit: float, metric: 
 
 
 def gate_records(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], *,
-                 max_slowdown: float = 0.05, metric: str = "median", alpha: float = 0.05,
+                 max_slowdown: float = 0.05, metric: str = DEFAULT_METRIC, alpha: float = 0.05,
                  base_run: str = "base", new_run: str = "new",
                  floors: Mapping[str, Floor] | None = None) -> GateResult:
     """Gate NEW against BASE per key; `floors`: device -> its noise floor."""
@@ -164,8 +164,11 @@ def gate_records(base: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], 
         recs_b, recs_n = groups_b.get(key, []), groups_n.get(key, [])
         sb, sn = records_rounds(recs_b), records_rounds(recs_n)
         floor = (floors or {}).get(str(key[0]))
-        notes = [] if floor is not None or not sb or not sn else [
-            f"no noise floor for {key[0]}: `farm devices calibrate {key[0]}` measures it"]
+        notes = [] if not sb or not sn else (
+            [f"no noise floor for {key[0]}: `farm devices calibrate {key[0]}` measures it"]
+            if floor is None else
+            [f"{key[0]}'s noise floor has no {metric}: `farm devices calibrate {key[0]}` "
+             "again keeps it"] if floor.pct(metric) is None else [])
         if len(recs_b) > 1 or len(recs_n) > 1:
             notes.append(f"pools {len(recs_b)} base / {len(recs_n)} new records")
         if any(r.get("status") == "invalid" for r in recs_b + recs_n):

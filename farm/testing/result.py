@@ -93,7 +93,8 @@ class FarmResult:
         return (f"{device_label(str(r['device']), self.emulated)} {r['route']} {r['model']} "
                 f"{r.get('threads')} thr")
 
-    def no_slower_than(self, ref: str, limit: str | float = "5%", *, metric: str = "median",
+    def no_slower_than(self, ref: str, limit: str | float = "5%", *,
+                       metric: str = gate.DEFAULT_METRIC,
                        alpha: float = 0.05) -> GateCheck:
         """Gate this record against the same configuration in the run(s) `ref` names."""
         max_slowdown = gate.parse_slowdown(limit) if isinstance(limit, str) else float(limit)
