@@ -20,7 +20,7 @@ double fk_now_ms(void) {
 }
 
 enum step { S_EMBED, S_LN, S_ADD, S_BIAS, S_GELU, S_QUANT, S_GEMM, S_ATT, S_QK, S_SCALE, S_MASK, S_SOFTMAX, S_PV,
-            S_NONORM, S_RELU, S_TRIGRAM, S_TANH, S_RESID, S_ABIAS };
+            S_NONORM, S_RELU, S_TRIGRAM, S_TANH, S_RESID, S_ABIAS, S_REL };
 
 typedef struct {
     fk_exec *e;
@@ -152,6 +152,43 @@ static void row_step(const task_ctx *c, int r0, int r1) {
 
 static void fc_gemm(const fk_kernels *k, int wtype, int groups, const fk_gemm_args *g, int m0, int m1, int n0, int n1);
 
+/* DeBERTa's disentangled attention: the content-to-position and position-to-content terms of
+ * query rows [i0, i1) of head h, as gathered products (fk_gmm_args) of q with the table t1 at
+ * indices t2 and of k with the table t3 at indices t4, transposed (the tables carry the
+ * scores' scale). Written to o (rows i0.. at stride S), or added to it when acc. */
+static void rel_terms(const fk_exec *e, const fk_op *op, int h, int i0, int i1, const float *q, int ldq,
+                      const float *kk, int ldk, float *o, int acc) {
+    const int S = e->S, D = op->p[1];
+    if (op->t[1] >= 0) {
+        const int R = (int)e->plan->tensors[op->t[1]].dims[2];
+        fk_gmm_args g = {S, D, R, q, ldq, T_(e, op->t[1]) + (size_t)h * D * R, R,
+                         (const int32_t *)fk_plan_data(e->plan, op->t[2]), S, o, S, 0, acc};
+        e->k->gather_mm_f32(&g, i0, i1);
+        acc = 1;
+    }
+    if (op->t[3] >= 0) { /* rows are keys j; the kept columns are the query rows' */
+        const int R = (int)e->plan->tensors[op->t[3]].dims[2];
+        fk_gmm_args g = {i1 - i0, D, R, kk, ldk, T_(e, op->t[3]) + (size_t)h * D * R, R,
+                         (const int32_t *)fk_plan_data(e->plan, op->t[4]) + i0, S, o, S, 1, acc};
+        e->k->gather_mm_f32(&g, 0, S);
+    }
+}
+
+/* DeBERTa masks scores with mask[i] * mask[j] and Where(-FLT_MAX): a padded query row's scores
+ * are all equal, so its softmax is uniform and its output the mean of V over every key. */
+static void masked_rows(const fk_exec *e, const fk_op *op, int b, int i0, int i1, const float *v, int ldv,
+                        float *o, int ldo) {
+    const int S = e->S, D = op->p[1];
+    const int64_t *m = e->in[op->p[5]] + (size_t)b * S;
+    for (int i = i0; i < i1; i++) {
+        if (m[i]) continue;
+        float *oi = o + (size_t)i * ldo;
+        memset(oi, 0, sizeof(float) * D);
+        for (int j = 0; j < S; j++) e->k->axpy_f32(D, 1.0f, v + (size_t)j * ldv, oi);
+        e->k->scale_f32(D, 1.0f / (float)S, oi);
+    }
+}
+
 static void run_task(void *vctx, int task, int thread) {
     task_ctx *c = vctx;
     fk_exec *e = c->e;
@@ -179,7 +216,7 @@ static void run_task(void *vctx, int task, int thread) {
         fc_gemm(k, c->wtype, op->p[4], &c->g, m0, m1, n0, n1);
         break;
     }
-    case S_ATT: case S_QK: case S_PV: {
+    case S_ATT: case S_QK: case S_PV: case S_REL: {
         int rows = c->row_chunks, chunks = (S + rows - 1) / rows;
         int b = task / (H * chunks), h = (task / chunks) % H, i0 = (task % chunks) * rows;
         int i1 = i0 + rows < S ? i0 + rows : S;
@@ -191,18 +228,32 @@ static void run_task(void *vctx, int task, int thread) {
         float *o = c->y + (size_t)b * S * ldo + h * D;
         float *sc = e->scores ? e->scores + ((size_t)b * H + h) * S * S : NULL;
         if (c->step == S_ATT) {
+            const float *bias = op->t[0] >= 0 ? T_(e, op->t[0]) + (size_t)h * S * S : NULL;
+            int bias_row0 = 0;
+            if (op->t[1] >= 0 || op->t[3] >= 0) { /* DeBERTa: the relative terms of these rows, then the attention */
+                float *blk = e->relb[thread];
+                rel_terms(e, op, h, i0, i1, q, ldq, kk, ldk, blk, 0);
+                if (bias)
+                    for (int i = i0; i < i1; i++) k->add_f32(S, blk + (size_t)(i - i0) * S, bias + (size_t)i * S, blk + (size_t)(i - i0) * S);
+                bias = blk, bias_row0 = i0;
+            }
             fk_attn_args a = {S, S, D, q, ldq, kk, ldk, v, ldv, op->p[5] >= 0 ? e->mask + (size_t)b * S : NULL,
-                              op->f[0], o, ldo, op->t[0] >= 0 ? T_(e, op->t[0]) + (size_t)h * S * S : NULL, S};
+                              op->f[0], o, ldo, bias, S, bias_row0};
             k->attention_f32(&a, i0, i1, e->scratch[thread]);
+            if (op->p[6]) masked_rows(e, op, b, i0, i1, v, ldv, o, ldo);
         } else if (c->step == S_QK) {
             for (int i = i0; i < i1; i++)
                 for (int j = 0; j < S; j++) sc[(size_t)i * S + j] = k->dot_f32(D, q + (size_t)i * ldq, kk + (size_t)j * ldk);
-        } else {
+        } else if (c->step == S_PV) {
             for (int i = i0; i < i1; i++) {
                 float *oi = o + (size_t)i * ldo;
                 memset(oi, 0, sizeof(float) * D);
                 for (int j = 0; j < S; j++) k->axpy_f32(D, sc[(size_t)i * S + j], v + (size_t)j * ldv, oi);
             }
+            if (op->p[6]) masked_rows(e, op, b, i0, i1, v, ldv, o, ldo);
+        }
+        if (c->step == S_REL) { /* unfused: the relative terms added to the scaled scores */
+            rel_terms(e, op, h, i0, i1, q, ldq, kk, ldk, sc + (size_t)i0 * S, 1);
         }
         break;
     }
@@ -423,6 +474,7 @@ static void run_attention(fk_exec *e, task_ctx *c) {
     int score_tasks = (e->B * H * S + ROWS_PER_TASK * 4 - 1) / (ROWS_PER_TASK * 4);
     c->step = S_QK, fk_pool_run(e->pool, tasks, run_task, c), mark(e, op, "/qk", "attention");
     c->step = S_SCALE, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/scale", "attention");
+    if (op->t[1] >= 0 || op->t[3] >= 0) c->step = S_REL, fk_pool_run(e->pool, tasks, run_task, c), mark(e, op, "/relative", "attention");
     if (op->t[0] >= 0) c->step = S_ABIAS, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/bias", "attention");
     if (op->p[5] >= 0) c->step = S_MASK, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/mask", "attention");
     c->step = S_SOFTMAX, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/softmax", "attention");
@@ -641,6 +693,7 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
         }
     /* Every index an op will use is checked here, so a bad id is an error, not a wild read. */
     size_t qa = 0, tmp = 0, scores = 0;
+    int rel = 0;
     for (uint32_t i = 0; i < p->n_ops; i++) {
         const fk_op *op = &p->ops[i];
         if (op->kind == FK_OP_EMBED)
@@ -678,6 +731,11 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
         if (op->kind == FK_OP_ATTENTION && op->t[0] >= 0 && p->tensors[op->t[0]].dims[1] != e->S)
             return snprintf(err, el, "op %s: the attention bias was computed for seq %lld, the inputs have %d: rebuild "
                             "the plan for this shape (--seq)", op->name, (long long)p->tensors[op->t[0]].dims[1], e->S), -1;
+        for (int r = 2; op->kind == FK_OP_ATTENTION && r <= 4; r += 2)
+            if (op->t[r] >= 0 && p->tensors[op->t[r]].dims[0] != e->S)
+                return snprintf(err, el, "op %s: the relative positions were computed for seq %lld, the inputs have %d: "
+                                "rebuild the plan for this shape (--seq)", op->name, (long long)p->tensors[op->t[r]].dims[0], e->S), -1;
+        if (op->kind == FK_OP_ATTENTION && (op->t[1] >= 0 || op->t[3] >= 0)) rel = 1;
         if (op->kind == FK_OP_ROW && (op->p[0] >= e->S || op->p[0] < -e->S))
             return snprintf(err, el, "op %s: row %d is outside a sequence of %d tokens", op->name, op->p[0], e->S), -1;
     }
@@ -707,6 +765,10 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
     }
     e->scratch = xcalloc((size_t)fk_pool_size(pool), sizeof(float *), &oom);
     for (int i = 0; i < fk_pool_size(pool) && !oom; i++) e->scratch[i] = xcalloc((size_t)e->S, sizeof(float), &oom);
+    if (rel && fused) { /* per thread: the relative terms of a task's rows (at most S of them) */
+        e->relb = xcalloc((size_t)fk_pool_size(pool), sizeof(float *), &oom);
+        for (int i = 0; i < fk_pool_size(pool) && !oom; i++) e->relb[i] = xcalloc((size_t)e->S * e->S, sizeof(float), &oom);
+    }
     if (oom) return snprintf(err, el, "out of memory allocating activations for batch %d x seq %d", e->B, e->S), -1;
     return 0;
 }
@@ -737,6 +799,8 @@ void fk_exec_free(fk_exec *e) {
     for (uint32_t i = 0; e->in && i < p->n_inputs; i++) free(e->in[i]);
     for (uint32_t i = 0; e->buf && i < p->n_bufs; i++) free(e->buf[i]);
     for (int i = 0; e->scratch && i < fk_pool_size(e->pool); i++) free(e->scratch[i]);
+    for (int i = 0; e->relb && i < fk_pool_size(e->pool); i++) free(e->relb[i]);
+    free(e->relb);
     free(e->in), free(e->buf), free(e->scratch), free(e->qa), free(e->qscale), free(e->mask);
     free(e->tmp1), free(e->tmp2), free(e->scores), free(e->seg_ms), free(e->gen_pack);
     memset(e, 0, sizeof *e);

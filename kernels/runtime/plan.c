@@ -188,6 +188,25 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
         if (op->t[0] >= 0 && (p->tensors[op->t[0]].dtype != FK_DT_F32 || p->tensors[op->t[0]].ndim != 3 ||
                               p->tensors[op->t[0]].dims[0] != H || p->tensors[op->t[0]].dims[1] != p->tensors[op->t[0]].dims[2]))
             return fail(err, el, "op %s: attention bias is not f32 [%d, S, S]", nm, H);
+        /* DeBERTa's relative terms: t1/t3 a table [H, D, R] (B of the gathered product),
+         * t2/t4 its indices [S, S] int32, each in [0, R): checked here, so no read is wild */
+        for (int r = 1; r <= 3; r += 2) {
+            if ((op->t[r] >= 0) != (op->t[r + 1] >= 0))
+                return fail(err, el, "op %s: relative term %d needs a table and its indices", nm, r / 2);
+            if (op->t[r] < 0) continue;
+            const fk_plan_tensor *tb = &p->tensors[op->t[r]], *ti = &p->tensors[op->t[r + 1]];
+            if (tb->dtype != FK_DT_F32 || tb->ndim != 3 || tb->dims[0] != H || tb->dims[1] != D ||
+                ti->dtype != FK_DT_I32 || ti->ndim != 2 || ti->dims[0] != ti->dims[1])
+                return fail(err, el, "op %s: relative term %d is not an f32 [%d, %d, R] table with int32 [S, S] "
+                            "indices", nm, r / 2, H, D);
+            const int32_t *ix = fk_plan_data(p, op->t[r + 1]);
+            for (int64_t i = 0; i < ti->dims[0] * ti->dims[1]; i++)
+                if (ix[i] < 0 || ix[i] >= tb->dims[2])
+                    return fail(err, el, "op %s: relative index %d outside the table's %lld rows", nm, ix[i],
+                                (long long)tb->dims[2]);
+        }
+        if (op->p[6] != 0 && (op->p[6] != 1 || op->p[5] < 0))
+            return fail(err, el, "op %s: a query-row mask (p6) needs the mask input", nm);
         for (int i = 0; i < 3; i++)
             if (op->in[i] < 0 || op->in[i] == op->out || op->p[2 + i] < 0 ||
                 (uint64_t)op->p[2 + i] + (uint64_t)H * D > IN_COLS(i))

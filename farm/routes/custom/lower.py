@@ -10,7 +10,8 @@ LayerNormalization (with a residual Add fused), GELU as Gelu or the erf chain
 Div/Erf/Add/Mul/Mul, attention as Reshape/Transpose/MatMul/Div|Mul/Add(mask)/Softmax/MatMul/
 Transpose/Reshape, Identity, BERT's pooler (row Gather, FC, Tanh) and ALBERT's tanh GELU
 (lower_pooler.py), RoBERTa's position ids (lower_roberta.py), MPNet's relative position bias
-(a constant [heads, S, S] added to the scores: the attention op's bias), SqueezeBERT's
+(a constant [heads, S, S] added to the scores: the attention op's bias), DeBERTa's
+disentangled attention (its relative-position terms and 2-D mask: lower_deberta.py), SqueezeBERT's
 channels-first encoder and grouped 1x1 convolutions (lower_squeezebert.py), and any node whose
 inputs are all constant (folded with onnx's reference evaluator). Any other node runs as a
 generic fallback kernel with shapes bound at build time (lower_generic.py); a node no kernel
@@ -96,6 +97,7 @@ class Lowerer:
         # consumers (MobileBERT's hidden state feeds three GEMMs and a residual) is computed once
         self.done: dict[int, tuple[object, int]] = {}
         self.fallback = Fallback(self)
+        self._shapes: dict[str, tuple[int, ...]] | None = None
 
     # -- helpers -----------------------------------------------------------------------
     def fail(self, why: str, hint: str | None = None) -> BuildError:
@@ -119,6 +121,17 @@ class Lowerer:
     def scalar(self, name: str) -> float | None:
         a = self.const(name)
         return float(a.reshape(-1)[0]) if a is not None and a.size == 1 else None
+
+    def value_shape(self, name: str) -> tuple[int, ...] | None:
+        """Tensor `name`'s static shape as the (canonical) file declares it, or None."""
+        if self._shapes is None:
+            g = self.graph
+            self._shapes = {}
+            for vi in [*g.input, *g.value_info, *g.output]:
+                dims = vi.type.tensor_type.shape.dim
+                if all(d.HasField("dim_value") for d in dims):
+                    self._shapes[vi.name] = tuple(d.dim_value for d in dims)
+        return self._shapes.get(name)
 
     def emit(self, kind: int, name: str, ins: list[int], cols: int, **kw) -> int:
         seq = [v in self.ir.seq_values for v in ins if v >= 0]
@@ -253,6 +266,7 @@ class Lowerer:
             self.vals[node.output[0]] = qw
 
     # The handlers live in their own module; importing them here makes them methods.
+    from farm.routes.custom.lower_deberta import op_GatherElements, op_Squeeze, op_Where
     from farm.routes.custom.lower_mobilebert import (
         op_Concat,
         op_Constant,
@@ -276,6 +290,7 @@ class Lowerer:
         op_MatMulInteger,
         op_MatMulNBits,
         op_Mul,
+        op_Not,
         op_QuantizeLinear,
         op_Reshape,
         op_Softmax,
@@ -284,7 +299,7 @@ class Lowerer:
         op_Unsqueeze,
     )
     from farm.routes.custom.lower_pooler import op_Pow, op_Tanh
-    from farm.routes.custom.lower_roberta import op_CumSum, op_Equal, op_Not
+    from farm.routes.custom.lower_roberta import op_CumSum, op_Equal
 
 
 def lower(model: onnx.ModelProto, quant: str | None = None, gelu: str = "erf") -> Ir:

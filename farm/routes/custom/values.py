@@ -32,6 +32,9 @@ class MaskFn:
     slot: int
     v0: float
     v1: float
+    # DeBERTa's m_i * m_j: the value masks key j where m_j is 0, and a query row where m_i is
+    # 0 gets the uniform softmax (lower_deberta.py)
+    outer: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class Heads:
     dim: int
     transposed: bool  # K laid out as [N, D, S]
     scale: float = 1.0  # SDPA's exports multiply Q and Kᵀ each by sqrt(1/sqrt(d))
+    rank3: bool = False  # viewed as [B*N, S, D] (DeBERTa), Kᵀ then by Transpose [0, 2, 1]
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ class Scores:
     # an additive bias [heads, S, S] on the scaled scores (MPNet's relative position bias,
     # a constant at the bound sequence length)
     bias: np.ndarray | None = field(default=None, compare=False)
+    # DeBERTa's relative terms (lower_deberta.RelTerm), added after the scale
+    rel: tuple = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
