@@ -37,7 +37,11 @@ enum fk_op_kind {
     FK_OP_ATTENTION = 6, /* out = attention(in0 q, in1 k, in2 v); p0 heads, p1 head_dim,
                             p2/p3/p4 column offsets of q/k/v, p5 mask input or -1,
                             f0 scale, f1/f2 additive mask for mask value 0/1; t0 (optional)
-                            a bias [heads, S, S] added to the scaled scores (MPNet)      */
+                            a bias [heads, S, S] added to the scaled scores (MPNet);
+                            t1/t2, t3/t4 (optional, DeBERTa) the content-to-position and
+                            position-to-content terms: a table [heads, D, R] and int32
+                            indices [S, S] each (fk_gmm_args), added to the scaled scores;
+                            p6 = 1: the mask is m_i * m_j, a padded query row averages V   */
     FK_OP_NONORM = 7,    /* out = (in0 (+ in1)) * t0 + t1: MobileBERT's NoNorm after a residual */
     FK_OP_TRIGRAM = 8,   /* out[t] = concat_j t0[ids[t + p(2+j)]], a zero row where t + p(2+j) is
                             outside the sequence; p0 ids input slot, p1 parts (1..6): the
