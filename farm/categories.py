@@ -1,6 +1,9 @@
 """Op → category mapping for per-op profiles, one table per route.
 
-Categories: ``attention``, ``fc``, ``layernorm``, ``gelu``, ``other`` (CATEGORIES).
+Categories: ``attention``, ``fc``, ``layernorm``, ``gelu``, ``other`` and ``fallback``
+(CATEGORIES): ``fallback`` is the custom executor's generic fallback kernels (ONNX ops its
+fused patterns do not cover, farm/routes/custom/lower_generic.py); the other routes never
+charge it.
 `categorize(route, op, name="", input_shapes=None) -> str` decides in this order:
 
 1. **Fixed op table** (ORT_OPS, CUSTOM_OPS): op types whose meaning does not depend on where
@@ -52,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-CATEGORIES = ("attention", "fc", "layernorm", "gelu", "other")
+CATEGORIES = ("attention", "fc", "layernorm", "gelu", "other", "fallback")
 
 ORT_OPS: dict[str, str] = {
     # attention (fused and unfused parts that are never anything else)

@@ -87,8 +87,10 @@ def test_custom_lowers_the_corpus_and_names_the_node_it_cannot(corpus_dir: Path,
     bert = onnx.load(str(canonicalize(corpus_model("bert-opset14-dynamic@small", corpus_dir),
                                       None, tmp_path).path))
     gather = next(n for n in bert.graph.node if n.name == "/pooler/Gather")
-    gather.attribute[0].i = 2  # a column gather is no pooler
-    with pytest.raises(BuildError, match=r"node '/pooler/Gather' \(Gather\)"):
+    gather.attribute[0].i = 2  # a column gather is no pooler: a fallback kernel takes it
+    # and the graph no longer adds up; the fallback's shape probe (ORT) says where
+    with pytest.raises(BuildError, match=r"binding the fallback ops' shapes .*"
+                                         r"'/pooler/dense/MatMul'.*dimension mismatch"):
         lower(bert)
 
 
@@ -181,6 +183,42 @@ def test_a_dim_left_symbolic_is_flagged_and_shown(tmp_path: Path) -> None:
     console = Console(file=io.StringIO(), force_terminal=True, color_system=None, width=200)
     console.print(render(state))
     assert "warning: tvm: 1 tensor(s) keep a symbolic dim" in console.file.getvalue()
+
+
+def test_if_branches_reading_the_outer_graph_keep_their_producers(tmp_path: Path) -> None:
+    """ORT's quantize_dynamic writes DeBERTa's shape-conditioned If before the nodes its
+    branches read from the outer graph: the front-end orders the If after them and keeps an
+    initializer only a branch reads (else onnxscript inlines the branch onto a dangling name:
+    "reads a tensor nothing produces")."""
+    f32 = TensorProto.FLOAT
+    then = helper.make_graph([helper.make_node("Add", ["c", "w"], ["t"], name="then/add")],
+                             "then", [], [helper.make_tensor_value_info("t", f32, None)])
+    other = helper.make_graph([helper.make_node("Identity", ["c"], ["e"], name="else/id")],
+                              "else", [], [helper.make_tensor_value_info("e", f32, None)])
+    chain = [helper.make_node("Cast", ["input_ids"], ["c0"], to=f32, name="cast")] + [
+        helper.make_node("Neg", [f"c{i}"], [f"c{i + 1}" if i < 3 else "c"], name=f"neg{i}")
+        for i in range(4)]  # c is ready only after the If's condition, in a naive order
+    nodes = [helper.make_node("If", ["cond"], ["picked"], name="if", then_branch=then,
+                              else_branch=other),
+             helper.make_node("Shape", ["input_ids"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0, name="seq"),
+             helper.make_node("Equal", ["seq", "eight"], ["cond"], name="cond"),
+             *chain, helper.make_node("Mul", ["picked", "two"], ["y"], name="out")]
+    inits = [helper.make_tensor("one", TensorProto.INT64, [], [1]),
+             helper.make_tensor("eight", TensorProto.INT64, [], [8]),
+             helper.make_tensor("two", f32, [], [2.0]),
+             helper.make_tensor("w", f32, [8], [float(i) for i in range(8)])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "input_ids", TensorProto.INT64, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("y", f32, None)], inits)
+    src = tmp_path / "if.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    canon = canonicalize(src, make_spec(seq=8), tmp_path)
+    ids = {"input_ids": np.arange(8, dtype=np.int64).reshape(1, 8)}
+    want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, ids)
+    got = ort.InferenceSession(str(canon.path), providers=["CPUExecutionProvider"]).run(None, ids)
+    np.testing.assert_allclose(got[0], want[0])
+    assert want[0].tolist() == [[2 * (i + i) for i in range(8)]]  # the then branch: c + w
 
 
 def _signature(path: Path) -> tuple[list[tuple[str, tuple[tuple[int, ...], ...]]], list[tuple]]:

@@ -123,6 +123,15 @@ def run_check(args: argparse.Namespace) -> int:
             routes.add_row(name, "yes" if v["ok"] else "NO", where,
                            v.get("warning") or v["reason"])
         console.print(routes)
+        for name, v in report["routes"].items():
+            if v.get("fallback"):  # nodes a route runs on plain kernels (custom's fallback)
+                fb = Table(title=f"{name}: nodes on fallback kernels")
+                fb.add_column("node", overflow="fold")  # whole names: users grep for them
+                fb.add_column("op", no_wrap=True)
+                fb.add_column("why not fused")
+                for n in v["fallback"]:
+                    fb.add_row(n["node"], n["op"], n["why"])
+                console.print(fb)
     return 0 if all(oks) else (3 if any(oks) else 1)
 
 

@@ -49,7 +49,7 @@ from farm.results.rounds import METHOD_LEGACY, record_sizes, split_rounds
 from farm.results.stats import Summary, summarize
 from farm.results.validate import stats_params
 
-CATEGORIES = ("attention", "fc", "layernorm", "gelu", "other")
+CATEGORIES = ("attention", "fc", "layernorm", "gelu", "other", "fallback")
 NAMED_CATEGORIES = CATEGORIES[:4]
 SIZE_PARTS = ("runtime", "code", "weights")
 MEASURED_STATUSES = ("ok", "invalid", "partial")  # records that carry samples

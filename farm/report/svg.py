@@ -30,7 +30,8 @@ MAX_POINTS = 400
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
            "#9c755f")
 CATEGORY_COLORS = {"attention": "#4e79a7", "fc": "#f28e2b", "layernorm": "#59a14f",
-                   "gelu": "#e15759", "other": "#bab0ac", "runtime": "#4e79a7",
+                   "gelu": "#e15759", "other": "#bab0ac", "fallback": "#b07aa1",
+                   "runtime": "#4e79a7",
                    "code": "#f28e2b", "weights": "#59a14f", "off": "#bab0ac", "on": "#4e79a7",
                    "VmHWM": "#4e79a7", "PSS": "#76b7b2"}
 LABEL_W, PLOT_W, RIGHT_W, ROW_H, TOP, BOTTOM = 260, 760, 150, 34, 28, 40

@@ -95,6 +95,17 @@ void fk_residual_f32_generic(int n, const float *r, const float *s, float *y) {
     for (int i = 0; i < n; i++) y[i] = fmaf(r[i], s[i], y[i]);
 }
 
+void fk_gather_mm_f32_generic(const fk_gmm_args *g, int r0, int r1) {
+    for (int r = r0; r < r1; r++)
+        for (int n = 0; n < g->N; n++) {
+            const int c = g->idx[(size_t)r * g->ldi + n];
+            float v = 0.0f;
+            for (int d = 0; d < g->D; d++) v += g->a[(size_t)r * g->lda + d] * g->b[(size_t)d * g->ldb + c];
+            float *o = g->o + (g->tr ? (size_t)n * g->ldo + (r - r0) : (size_t)(r - r0) * g->ldo + n);
+            *o = g->acc ? *o + v : v;
+        }
+}
+
 /* The definition torch's gelu_new / ORT's FastGelu compute (the reference, not the fastest form). */
 void fk_gelu_tanh_f32_generic(int n, const float *x, float *y) {
     for (int i = 0; i < n; i++) {
@@ -214,7 +225,9 @@ void fk_attention_f32_generic(const fk_attn_args *a, int i0, int i1, float *scra
         const float *q = a->q + (size_t)i * a->ldq;
         for (int j = 0; j < a->Sk; j++)
             scratch[j] = fk_dot_f32_generic(a->D, q, a->k + (size_t)j * a->ldk);
-        fk_softmax_f32_generic(a->Sk, scratch, a->scale, a->mask);
+        if (a->bias) /* scale first, then the bias: softmax then scales by 1 */
+            for (int j = 0; j < a->Sk; j++) scratch[j] = scratch[j] * a->scale + a->bias[(size_t)(i - a->bias_row0) * a->ldb + j];
+        fk_softmax_f32_generic(a->Sk, scratch, a->bias ? 1.0f : a->scale, a->mask);
         float *o = a->o + (size_t)i * a->ldo;
         memset(o, 0, sizeof(float) * a->D);
         for (int j = 0; j < a->Sk; j++) fk_axpy_f32_generic(a->D, scratch[j], a->v + (size_t)j * a->ldv, o);
@@ -287,6 +300,6 @@ const fk_kernels fk_kernels_generic = {
     fk_softmax_f32_generic, fk_quantize_row_i8_generic, fk_quantize_row_q8_0_generic,
     fk_gemm_f32_generic, fk_gemm_i8_generic, fk_gemm_q4_0_generic, fk_attention_f32_generic,
     fk_fma_loop_generic, fk_relu_f32_generic, fk_nonorm_f32_generic,
-    fk_tanh_f32_generic, fk_gelu_tanh_f32_generic, fk_residual_f32_generic,
+    fk_tanh_f32_generic, fk_gelu_tanh_f32_generic, fk_residual_f32_generic, fk_gather_mm_f32_generic,
     {1, 1, 1}, {FK_NR, FK_NR, FK_NR}, {{0, 0}, {0, 0}, {0, 0}}, /* row at a time: any row cut is free */
 };

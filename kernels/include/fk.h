@@ -106,7 +106,36 @@ typedef struct {
     float scale;
     float *o;
     int ldo;
+    /* an additive bias on the scaled scores of query row i, bias + i * ldb (NULL: none):
+     * MPNet's relative position bias, computed at build time for the bound length */
+    const float *bias;
+    int ldb;
+    /* the bias row of query row i is bias + (i - bias_row0) * ldb: a caller that computes
+     * the bias per block of rows (DeBERTa's relative terms) passes the block's first row */
+    int bias_row0;
 } fk_attn_args;
+
+/* A gathered product: the elements of a matrix product that a GatherElements along its last
+ * axis keeps, computed without the rest (DeBERTa's relative-position terms: Q . posK^T is
+ * [S, 2 * span] and keeps S of each row's 2 * span columns).
+ * For rows r in [r0, r1) and n in [0, N): v = sum_d a[r * lda + d] * b[d * ldb + idx[r * ldi + n]],
+ * written to o[(r - r0) * ldo + n], or to o[n * ldo + (r - r0)] when tr (the transposed
+ * product: DeBERTa's position-to-content term), added to what is there when acc.
+ * Every idx must lie in [0, R); B is [D][R] with row stride ldb >= R (the MatMul's own
+ * right-hand side). The SIMD versions compute a row's products over the range of columns
+ * its idx spans (once each, vectorised over the columns, D inner), then gather. */
+typedef struct {
+    int N, D, R;
+    const float *a;
+    int lda;
+    const float *b;
+    int ldb;
+    const int32_t *idx;
+    int ldi;
+    float *o;
+    int ldo;
+    int tr, acc;
+} fk_gmm_args;
 
 typedef struct fk_kernels {
     /* "generic", "avx2", "avx512", "avx512-vnni", "amx", "neon", "dotprod": the x86 tables
@@ -142,6 +171,8 @@ typedef struct fk_kernels {
     /* y = fma(r, s, y): the residual of a NoNorm folded into the FC before it (the GEMM's
      * FK_EPI_BIAS_RES epilogue and the unfused step both call it, so they round alike) */
     void (*residual_f32)(int n, const float *r, const float *s, float *y);
+    /* the gathered product over rows [r0, r1) (fk_gmm_args) */
+    void (*gather_mm_f32)(const fk_gmm_args *g, int r0, int r1);
     /* Register blocking of gemm_f32, gemm_i8, gemm_q4_0 (index FK_GEMM_*): rows and columns
      * one micro-kernel call covers. The executor cuts a GEMM into tasks on these boundaries:
      * a cut inside a block recomputes the whole block (padded rows/columns), so unaligned
@@ -225,6 +256,7 @@ void fk_nonorm_f32_generic(int n, const float *x, const float *r, const float *g
 void fk_tanh_f32_generic(int n, const float *x, float *y);
 void fk_gelu_tanh_f32_generic(int n, const float *x, float *y);
 void fk_residual_f32_generic(int n, const float *r, const float *s, float *y);
+void fk_gather_mm_f32_generic(const fk_gmm_args *g, int r0, int r1);
 
 /* Helpers used by tests and the runtime (generic only). */
 #define FK_K4(K) (((K) + 3) / 4 * 4)

@@ -1,6 +1,7 @@
 /* Plan interpretation: shapes come from the inputs (B, S), sizes from the plan; every op is
  * split into tasks for the pool. See exec.h for fused vs unfused. */
 #include "exec.h"
+#include "generic.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@ double fk_now_ms(void) {
 }
 
 enum step { S_EMBED, S_LN, S_ADD, S_BIAS, S_GELU, S_QUANT, S_GEMM, S_ATT, S_QK, S_SCALE, S_MASK, S_SOFTMAX, S_PV,
-            S_NONORM, S_RELU, S_TRIGRAM, S_TANH, S_RESID };
+            S_NONORM, S_RELU, S_TRIGRAM, S_TANH, S_RESID, S_ABIAS, S_REL };
 
 typedef struct {
     fk_exec *e;
@@ -38,7 +39,10 @@ typedef struct {
 
 static float *B_(const fk_exec *e, int id) { return id < 0 ? NULL : e->buf[id]; }
 static int cols_(const fk_exec *e, int id) { return (int)e->plan->bufs[id].cols; }
-static int rows_(const fk_exec *e, int id) { return e->plan->bufs[id].rows == FK_BUF_SEQS ? e->B : e->T; }
+static int rows_(const fk_exec *e, int id) {
+    const uint32_t r = e->plan->bufs[id].rows;
+    return r == FK_BUF_SEQS ? e->B : r == FK_BUF_FLAT ? 1 : e->T;
+}
 static const float *T_(const fk_exec *e, int id) { return (const float *)fk_plan_data(e->plan, id); }
 
 /* RoBERTa's position id of token t (create_position_ids_from_input_ids). */
@@ -146,6 +150,45 @@ static void row_step(const task_ctx *c, int r0, int r1) {
     }
 }
 
+static void fc_gemm(const fk_kernels *k, int wtype, int groups, const fk_gemm_args *g, int m0, int m1, int n0, int n1);
+
+/* DeBERTa's disentangled attention: the content-to-position and position-to-content terms of
+ * query rows [i0, i1) of head h, as gathered products (fk_gmm_args) of q with the table t1 at
+ * indices t2 and of k with the table t3 at indices t4, transposed (the tables carry the
+ * scores' scale). Written to o (rows i0.. at stride S), or added to it when acc. */
+static void rel_terms(const fk_exec *e, const fk_op *op, int h, int i0, int i1, const float *q, int ldq,
+                      const float *kk, int ldk, float *o, int acc) {
+    const int S = e->S, D = op->p[1];
+    if (op->t[1] >= 0) {
+        const int R = (int)e->plan->tensors[op->t[1]].dims[2];
+        fk_gmm_args g = {S, D, R, q, ldq, T_(e, op->t[1]) + (size_t)h * D * R, R,
+                         (const int32_t *)fk_plan_data(e->plan, op->t[2]), S, o, S, 0, acc};
+        e->k->gather_mm_f32(&g, i0, i1);
+        acc = 1;
+    }
+    if (op->t[3] >= 0) { /* rows are keys j; the kept columns are the query rows' */
+        const int R = (int)e->plan->tensors[op->t[3]].dims[2];
+        fk_gmm_args g = {i1 - i0, D, R, kk, ldk, T_(e, op->t[3]) + (size_t)h * D * R, R,
+                         (const int32_t *)fk_plan_data(e->plan, op->t[4]) + i0, S, o, S, 1, acc};
+        e->k->gather_mm_f32(&g, 0, S);
+    }
+}
+
+/* DeBERTa masks scores with mask[i] * mask[j] and Where(-FLT_MAX): a padded query row's scores
+ * are all equal, so its softmax is uniform and its output the mean of V over every key. */
+static void masked_rows(const fk_exec *e, const fk_op *op, int b, int i0, int i1, const float *v, int ldv,
+                        float *o, int ldo) {
+    const int S = e->S, D = op->p[1];
+    const int64_t *m = e->in[op->p[5]] + (size_t)b * S;
+    for (int i = i0; i < i1; i++) {
+        if (m[i]) continue;
+        float *oi = o + (size_t)i * ldo;
+        memset(oi, 0, sizeof(float) * D);
+        for (int j = 0; j < S; j++) e->k->axpy_f32(D, 1.0f, v + (size_t)j * ldv, oi);
+        e->k->scale_f32(D, 1.0f / (float)S, oi);
+    }
+}
+
 static void run_task(void *vctx, int task, int thread) {
     task_ctx *c = vctx;
     fk_exec *e = c->e;
@@ -170,12 +213,10 @@ static void run_task(void *vctx, int task, int thread) {
         int n1 = (int)((int64_t)units * (cc + 1) / c->col_chunks) * c->col_unit;
         if (n1 > c->g.N) n1 = c->g.N;
         if (m0 >= m1 || n0 >= n1) break;
-        if (c->wtype == FK_W_F32) k->gemm_f32(&c->g, m0, m1, n0, n1);
-        else if (c->wtype == FK_W_I8) k->gemm_i8(&c->g, m0, m1, n0, n1);
-        else k->gemm_q4_0(&c->g, m0, m1, n0, n1);
+        fc_gemm(k, c->wtype, op->p[4], &c->g, m0, m1, n0, n1);
         break;
     }
-    case S_ATT: case S_QK: case S_PV: {
+    case S_ATT: case S_QK: case S_PV: case S_REL: {
         int rows = c->row_chunks, chunks = (S + rows - 1) / rows;
         int b = task / (H * chunks), h = (task / chunks) % H, i0 = (task % chunks) * rows;
         int i1 = i0 + rows < S ? i0 + rows : S;
@@ -187,28 +228,43 @@ static void run_task(void *vctx, int task, int thread) {
         float *o = c->y + (size_t)b * S * ldo + h * D;
         float *sc = e->scores ? e->scores + ((size_t)b * H + h) * S * S : NULL;
         if (c->step == S_ATT) {
+            const float *bias = op->t[0] >= 0 ? T_(e, op->t[0]) + (size_t)h * S * S : NULL;
+            int bias_row0 = 0;
+            if (op->t[1] >= 0 || op->t[3] >= 0) { /* DeBERTa: the relative terms of these rows, then the attention */
+                float *blk = e->relb[thread];
+                rel_terms(e, op, h, i0, i1, q, ldq, kk, ldk, blk, 0);
+                if (bias)
+                    for (int i = i0; i < i1; i++) k->add_f32(S, blk + (size_t)(i - i0) * S, bias + (size_t)i * S, blk + (size_t)(i - i0) * S);
+                bias = blk, bias_row0 = i0;
+            }
             fk_attn_args a = {S, S, D, q, ldq, kk, ldk, v, ldv, op->p[5] >= 0 ? e->mask + (size_t)b * S : NULL,
-                              op->f[0], o, ldo};
+                              op->f[0], o, ldo, bias, S, bias_row0};
             k->attention_f32(&a, i0, i1, e->scratch[thread]);
+            if (op->p[6]) masked_rows(e, op, b, i0, i1, v, ldv, o, ldo);
         } else if (c->step == S_QK) {
             for (int i = i0; i < i1; i++)
                 for (int j = 0; j < S; j++) sc[(size_t)i * S + j] = k->dot_f32(D, q + (size_t)i * ldq, kk + (size_t)j * ldk);
-        } else {
+        } else if (c->step == S_PV) {
             for (int i = i0; i < i1; i++) {
                 float *oi = o + (size_t)i * ldo;
                 memset(oi, 0, sizeof(float) * D);
                 for (int j = 0; j < S; j++) k->axpy_f32(D, sc[(size_t)i * S + j], v + (size_t)j * ldv, oi);
             }
+            if (op->p[6]) masked_rows(e, op, b, i0, i1, v, ldv, o, ldo);
+        }
+        if (c->step == S_REL) { /* unfused: the relative terms added to the scaled scores */
+            rel_terms(e, op, h, i0, i1, q, ldq, kk, ldk, sc + (size_t)i0 * S, 1);
         }
         break;
     }
-    case S_SCALE: case S_MASK: case S_SOFTMAX: { /* over score rows: B*H*S rows of S */
+    case S_SCALE: case S_ABIAS: case S_MASK: case S_SOFTMAX: { /* over score rows: B*H*S rows of S */
         int rows = e->B * H * S, q0 = task * ROWS_PER_TASK * 4, q1 = q0 + ROWS_PER_TASK * 4;
         if (q1 > rows) q1 = rows;
         for (int rr = q0; rr < q1; rr++) {
             float *row = e->scores + (size_t)rr * S;
             if (c->step == S_SCALE) k->scale_f32(S, op->f[0], row);
             else if (c->step == S_MASK) k->add_f32(S, row, e->mask + (size_t)(rr / (H * S)) * S, row);
+            else if (c->step == S_ABIAS) k->add_f32(S, row, T_(e, op->t[0]) + (size_t)(rr % (H * S)) * S, row);
             else k->softmax_f32(S, row, 1.0f, NULL);
         }
         break;
@@ -225,6 +281,14 @@ static void prof_add(fk_exec *e, const fk_op *op, const char *suffix, const char
         p->ms[p->n] += ms;
         p->n++;
     }
+}
+
+/* A fallback op's profile entry names the ONNX-level op it ran. */
+static void mark_as(fk_exec *e, const fk_op *op, const char *opname, const char *cat) {
+    if (!e->prof) return;
+    prof_add(e, op, "", cat, fk_now_ms() - e->t_mark);
+    e->prof->op[e->prof->n - 1] = opname;
+    e->t_mark = fk_now_ms();
 }
 
 static void mark(fk_exec *e, const fk_op *op, const char *suffix, const char *cat) {
@@ -280,6 +344,30 @@ static void gemm_split(int M, int N, int row_unit, int col_unit, const short cut
         }
 }
 
+/* An FC's GEMM on rows [m0, m1) and columns [n0, n1). A grouped FC (p4 groups > 1, fp32:
+ * SqueezeBERT's grouped 1x1 convolutions) is `groups` GEMMs side by side: group j reads input
+ * columns [j K/G, (j+1) K/G) and writes output columns [j N/G, (j+1) N/G) with its own
+ * packed weights (plan.c checks N/G is whole panels, so column cuts stay on panels). */
+static void fc_gemm(const fk_kernels *k, int wtype, int groups, const fk_gemm_args *g, int m0, int m1, int n0, int n1) {
+    if (groups > 1) {
+        const int kg = g->K / groups, ng = g->N / groups;
+        const size_t wsz = fk_packed_b_f32_size(kg, ng);
+        for (int j = n0 / ng; j < groups && j * ng < n1; j++) {
+            fk_gemm_args s = *g;
+            s.K = kg, s.N = ng, s.a = g->a + (size_t)j * kg, s.w = (const float *)g->w + (size_t)j * wsz;
+            s.c = g->c + (size_t)j * ng, s.w_next = NULL;
+            if (g->bias) s.bias = g->bias + (size_t)j * ng;
+            if (g->res) s.res = g->res + (size_t)j * ng, s.res_scale = g->res_scale + (size_t)j * ng;
+            const int a0 = n0 > j * ng ? n0 - j * ng : 0, a1 = n1 < (j + 1) * ng ? n1 - j * ng : ng;
+            k->gemm_f32(&s, m0, m1, a0, a1);
+        }
+        return;
+    }
+    if (wtype == FK_W_F32) k->gemm_f32(g, m0, m1, n0, n1);
+    else if (wtype == FK_W_I8) k->gemm_i8(g, m0, m1, n0, n1);
+    else k->gemm_q4_0(g, m0, m1, n0, n1);
+}
+
 /* The GEMM arguments of an FC op (its A is the quantised activations for int8/4-bit). */
 static void fc_args(fk_exec *e, task_ctx *c) {
     const fk_op *op = c->op;
@@ -304,7 +392,7 @@ static void fc_args(fk_exec *e, task_ctx *c) {
      * inference reads ~100 MB of weights once: each GEMM would start on a cold block) */
     for (const fk_op *nx = op + 1; c->wtype == FK_W_F32 && nx < e->plan->ops + e->plan->n_ops && nx < op + 8; nx++)
         if (nx->kind == FK_OP_FC) {
-            if (nx->p[0] == FK_W_F32) g->w_next = fk_plan_data(e->plan, nx->t[0]), g->k_next = nx->p[2];
+            if (nx->p[0] == FK_W_F32 && nx->p[4] <= 1) g->w_next = fk_plan_data(e->plan, nx->t[0]), g->k_next = nx->p[2];
             break;
         }
 }
@@ -386,6 +474,8 @@ static void run_attention(fk_exec *e, task_ctx *c) {
     int score_tasks = (e->B * H * S + ROWS_PER_TASK * 4 - 1) / (ROWS_PER_TASK * 4);
     c->step = S_QK, fk_pool_run(e->pool, tasks, run_task, c), mark(e, op, "/qk", "attention");
     c->step = S_SCALE, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/scale", "attention");
+    if (op->t[1] >= 0 || op->t[3] >= 0) c->step = S_REL, fk_pool_run(e->pool, tasks, run_task, c), mark(e, op, "/relative", "attention");
+    if (op->t[0] >= 0) c->step = S_ABIAS, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/bias", "attention");
     if (op->p[5] >= 0) c->step = S_MASK, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/mask", "attention");
     c->step = S_SOFTMAX, fk_pool_run(e->pool, score_tasks, run_task, c), mark(e, op, "/softmax", "attention");
     c->step = S_PV, fk_pool_run(e->pool, tasks, run_task, c), mark(e, op, "/pv", "attention");
@@ -439,9 +529,7 @@ static void op_rows(fk_exec *e, const fk_op *op, int r0, int r1, qa_holds *held)
             row_step(&q, r0, r1);
             held->buf = op->in[0], held->wtype = c.wtype;
         }
-        if (c.wtype == FK_W_F32) e->k->gemm_f32(&c.g, r0, r1, 0, c.g.N);
-        else if (c.wtype == FK_W_I8) e->k->gemm_i8(&c.g, r0, r1, 0, c.g.N);
-        else e->k->gemm_q4_0(&c.g, r0, r1, 0, c.g.N);
+        fc_gemm(e->k, c.wtype, op->p[4], &c.g, r0, r1, 0, c.g.N);
         const int act = op->p[3];
         if (op->out == held->buf) held->buf = -1; /* wrote over its own input */
         if (act != FK_ACT_TANH) return;
@@ -561,6 +649,7 @@ void fk_exec_run(fk_exec *e, fk_prof *prof) {
         case FK_OP_GELU: c.x = B_(e, op->in[0]), c.wtype = op->p[0], rows_pass(e, &c, S_GELU), mark(e, op, "", "gelu"); break;
         case FK_OP_FC: run_fc(e, &c); break;
         case FK_OP_ATTENTION: run_attention(e, &c); break;
+        case FK_OP_GENERIC: fk_generic_run(e, op), mark_as(e, op, fk_generic_name(op), "fallback"); break;
         }
     }
     e->prof = NULL;
@@ -593,8 +682,18 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
     }
     if (p->n_inputs == 0) return snprintf(err, el, "plan has no inputs"), -1;
     e->T = e->B * e->S;
+    for (uint32_t i = 0; i < p->n_ops; i++) /* fallback ops were sized for one [batch, seq] */
+        if (p->ops[i].kind == FK_OP_GENERIC) {
+            int b, s;
+            fk_generic_bound(p, &p->ops[i], &b, &s);
+            if (b != e->B || s != e->S)
+                return snprintf(err, el, "op %s: the plan was built for batch %d x seq %d (its fallback ops bind shapes), "
+                                "the inputs are %d x %d: rebuild the plan for this shape (--batch/--seq)",
+                                p->ops[i].name, b, s, e->B, e->S), -1;
+        }
     /* Every index an op will use is checked here, so a bad id is an error, not a wild read. */
     size_t qa = 0, tmp = 0, scores = 0;
+    int rel = 0;
     for (uint32_t i = 0; i < p->n_ops; i++) {
         const fk_op *op = &p->ops[i];
         if (op->kind == FK_OP_EMBED)
@@ -629,9 +728,22 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
                                     p->inputs[op->p[0]].name, (long long)e->in[op->p[0]][t], (long long)rows), -1;
         }
         if (op->kind == FK_OP_ATTENTION && (size_t)op->p[0] > scores) scores = (size_t)op->p[0];
+        if (op->kind == FK_OP_ATTENTION && op->t[0] >= 0 && p->tensors[op->t[0]].dims[1] != e->S)
+            return snprintf(err, el, "op %s: the attention bias was computed for seq %lld, the inputs have %d: rebuild "
+                            "the plan for this shape (--seq)", op->name, (long long)p->tensors[op->t[0]].dims[1], e->S), -1;
+        for (int r = 2; op->kind == FK_OP_ATTENTION && r <= 4; r += 2)
+            if (op->t[r] >= 0 && p->tensors[op->t[r]].dims[0] != e->S)
+                return snprintf(err, el, "op %s: the relative positions were computed for seq %lld, the inputs have %d: "
+                                "rebuild the plan for this shape (--seq)", op->name, (long long)p->tensors[op->t[r]].dims[0], e->S), -1;
+        if (op->kind == FK_OP_ATTENTION && (op->t[1] >= 0 || op->t[3] >= 0)) rel = 1;
         if (op->kind == FK_OP_ROW && (op->p[0] >= e->S || op->p[0] < -e->S))
             return snprintf(err, el, "op %s: row %d is outside a sequence of %d tokens", op->name, op->p[0], e->S), -1;
     }
+    size_t gen_pack = 0;
+    for (uint32_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == FK_OP_GENERIC && fk_generic_scratch(p, &p->ops[i]) > gen_pack)
+            gen_pack = fk_generic_scratch(p, &p->ops[i]);
+    if (gen_pack) e->gen_pack = xcalloc(gen_pack, sizeof(float), &oom);
     e->buf = xcalloc(p->n_bufs, sizeof(float *), &oom);
     for (uint32_t i = 0; i < p->n_bufs && !oom; i++) e->buf[i] = xcalloc((size_t)rows_(e, (int)i) * p->bufs[i].cols, sizeof(float), &oom);
     e->qa_stride = (qa + QA_ALIGN - 1) / QA_ALIGN * QA_ALIGN;
@@ -653,6 +765,10 @@ int fk_exec_init(fk_exec *e, const fk_plan *p, const fk_kernels *k, fk_pool *poo
     }
     e->scratch = xcalloc((size_t)fk_pool_size(pool), sizeof(float *), &oom);
     for (int i = 0; i < fk_pool_size(pool) && !oom; i++) e->scratch[i] = xcalloc((size_t)e->S, sizeof(float), &oom);
+    if (rel && fused) { /* per thread: the relative terms of a task's rows (at most S of them) */
+        e->relb = xcalloc((size_t)fk_pool_size(pool), sizeof(float *), &oom);
+        for (int i = 0; i < fk_pool_size(pool) && !oom; i++) e->relb[i] = xcalloc((size_t)e->S * e->S, sizeof(float), &oom);
+    }
     if (oom) return snprintf(err, el, "out of memory allocating activations for batch %d x seq %d", e->B, e->S), -1;
     return 0;
 }
@@ -666,7 +782,9 @@ uint32_t fk_exec_outputs(const fk_exec *e, ftns_tensor *out, uint32_t max) {
         snprintf(t->name, sizeof t->name, "%s", po->name);
         const int64_t cols = e->plan->bufs[po->buf].cols;
         t->dtype = FTNS_F32;
-        if (e->plan->bufs[po->buf].rows == FK_BUF_SEQS) /* [B, cols]: the pooler's output */
+        if (e->plan->bufs[po->buf].rows == FK_BUF_FLAT) /* a fallback tensor: its shape is the plan's */
+            t->ndim = 1, t->dims[0] = cols, t->nbytes = (uint64_t)cols * 4;
+        else if (e->plan->bufs[po->buf].rows == FK_BUF_SEQS) /* [B, cols]: the pooler's output */
             t->ndim = 2, t->dims[0] = e->B, t->dims[1] = cols, t->nbytes = (uint64_t)e->B * cols * 4;
         else
             t->ndim = 3, t->dims[0] = e->B, t->dims[1] = e->S, t->dims[2] = cols, t->nbytes = (uint64_t)e->T * cols * 4;
@@ -681,7 +799,9 @@ void fk_exec_free(fk_exec *e) {
     for (uint32_t i = 0; e->in && i < p->n_inputs; i++) free(e->in[i]);
     for (uint32_t i = 0; e->buf && i < p->n_bufs; i++) free(e->buf[i]);
     for (int i = 0; e->scratch && i < fk_pool_size(e->pool); i++) free(e->scratch[i]);
+    for (int i = 0; e->relb && i < fk_pool_size(e->pool); i++) free(e->relb[i]);
+    free(e->relb);
     free(e->in), free(e->buf), free(e->scratch), free(e->qa), free(e->qscale), free(e->mask);
-    free(e->tmp1), free(e->tmp2), free(e->scores), free(e->seg_ms);
+    free(e->tmp1), free(e->tmp2), free(e->scores), free(e->seg_ms), free(e->gen_pack);
     memset(e, 0, sizeof *e);
 }

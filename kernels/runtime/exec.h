@@ -40,8 +40,10 @@ typedef struct {
     float *qscale;
     float *tmp1, *tmp2, *scores;
     float **scratch;  /* per thread, S floats */
+    float **relb;     /* fused, relative attention terms: per thread, S x S floats */
     double *seg_ms;   /* fused: per thread x seg_max, each op's profiled time in a segment */
     int seg_max;      /* ops in the longest segment */
+    float *gen_pack;  /* fallback MatMuls: the right operand packed for the GEMM kernel */
     fk_prof *prof;    /* non-NULL while profiling */
     double t_mark;
 } fk_exec;

@@ -152,13 +152,13 @@ static int profile_median(fk_exec *ex, fk_prof *p, int runs, double *run_ms) {
 }
 
 static void print_ops(const fk_prof *p, double run_ms) {
-    static const char *cats[] = {"attention", "fc", "layernorm", "gelu", "other"};
-    double per[5] = {0}, total = 0;
+    static const char *cats[] = {"attention", "fc", "layernorm", "gelu", "other", "fallback"};
+    double per[6] = {0}, total = 0;
     for (int i = 0; i < p->n; i++)
-        for (int c = 0; c < 5; c++)
+        for (int c = 0; c < 6; c++)
             if (!strcmp(p->cat[i], cats[c])) per[c] += p->ms[i], total += p->ms[i];
     printf("{\"ev\": \"ops\", \"runs\": %d, \"categories\": {", p->runs);
-    for (int c = 0; c < 5; c++) printf("%s\"%s\": %.4f", c ? ", " : "", cats[c], per[c]);
+    for (int c = 0; c < 6; c++) printf("%s\"%s\": %.4f", c ? ", " : "", cats[c], per[c]);
     printf("}, \"total_ms\": %.4f, \"run_ms\": %.4f, \"nodes\": [", total, run_ms);
     for (int i = 0; i < p->n; i++) {
         char q[256];

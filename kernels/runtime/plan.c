@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fk.h"
+#include "generic.h"
 
 static uint32_t crc_tab[8][256];
 
@@ -38,7 +39,7 @@ uint32_t fk_crc32(const uint8_t *p, size_t n) {
 }
 
 const char *fk_op_kind_name(uint32_t kind) {
-    static const char *names[] = {"?", "Embed", "LayerNorm", "FC", "Gelu", "Add", "Attention", "NoNorm", "Trigram", "Row"};
+    static const char *names[] = {"?", "Embed", "LayerNorm", "FC", "Gelu", "Add", "Attention", "NoNorm", "Trigram", "Row", "Fallback"};
     return kind <= FK_OP_MAX ? names[kind] : "?";
 }
 
@@ -49,6 +50,7 @@ const char *fk_op_category(const fk_op *op) {
     case FK_OP_FC: return "fc"; /* a fused bias+GELU epilogue is counted with its GEMM */
     case FK_OP_GELU: return "gelu";
     case FK_OP_ATTENTION: return "attention";
+    case FK_OP_GENERIC: return "fallback";
     default: return "other";
     }
 }
@@ -93,6 +95,11 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
     for (int i = 0; i < 8; i++)
         if (op->t[i] < -1 || op->t[i] >= (int32_t)p->n_tensors) return fail(err, el, "op %s: bad tensor id", nm);
     const uint32_t oc = p->bufs[op->out].cols, orows = p->bufs[op->out].rows;
+    /* a fallback op reads and writes any row kind: its meta gives the elements (generic.c) */
+    if (op->kind == FK_OP_GENERIC) return fk_generic_check(p, op, err, el);
+    for (int i = 0; i < 4; i++)
+        if ((op->in[i] >= 0 && p->bufs[op->in[i]].rows == FK_BUF_FLAT) || orows == FK_BUF_FLAT)
+            return fail(err, el, "op %s: %s reads or writes a fallback tensor", nm, fk_op_kind_name(op->kind));
 #define IN_COLS(i) (op->in[i] >= 0 ? p->bufs[op->in[i]].cols : 0u)
     /* Row kinds: only Row turns token rows into sequence rows; every other op keeps its
      * inputs' kind, and the ops that index tokens (embeddings, attention) need token rows. */
@@ -152,7 +159,12 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
             return fail(err, el, "op %s: residual input must be another buffer of %u columns with an f32 [%u] scale "
                         "and no activation", nm, N, N);
         int ok;
-        if (op->p[0] == FK_W_F32) ok = want_tensor(p, op->t[0], FK_DT_F32, 4ull * fk_packed_b_f32_size(K, N));
+        const int32_t G = op->p[4];
+        if (G > 1) /* grouped: fp32 only, whole panels per group (exec.c fc_gemm) */
+            ok = op->p[0] == FK_W_F32 && K % (uint32_t)G == 0 && N % (uint32_t)G == 0 && (N / G) % FK_NR == 0 &&
+                 want_tensor(p, op->t[0], FK_DT_F32, 4ull * G * fk_packed_b_f32_size((int)(K / G), (int)(N / G)));
+        else if (G < 0) ok = 0;
+        else if (op->p[0] == FK_W_F32) ok = want_tensor(p, op->t[0], FK_DT_F32, 4ull * fk_packed_b_f32_size(K, N));
         else if (op->p[0] == FK_W_I8)
             ok = want_tensor(p, op->t[0], FK_DT_I8, fk_packed_b_i8_size((int)K, (int)N)) &&
                  want_tensor(p, op->t[2], FK_DT_F32, 4ull * N);
@@ -173,6 +185,28 @@ static int check_op(const fk_plan *p, const fk_op *op, char *err, size_t el) {
         const int32_t H = op->p[0], D = op->p[1];
         if (H <= 0 || D <= 0 || (int64_t)H * D != oc || op->p[5] < -1 || op->p[5] >= (int32_t)p->n_inputs)
             return fail(err, el, "op %s: bad attention heads/mask", nm);
+        if (op->t[0] >= 0 && (p->tensors[op->t[0]].dtype != FK_DT_F32 || p->tensors[op->t[0]].ndim != 3 ||
+                              p->tensors[op->t[0]].dims[0] != H || p->tensors[op->t[0]].dims[1] != p->tensors[op->t[0]].dims[2]))
+            return fail(err, el, "op %s: attention bias is not f32 [%d, S, S]", nm, H);
+        /* DeBERTa's relative terms: t1/t3 a table [H, D, R] (B of the gathered product),
+         * t2/t4 its indices [S, S] int32, each in [0, R): checked here, so no read is wild */
+        for (int r = 1; r <= 3; r += 2) {
+            if ((op->t[r] >= 0) != (op->t[r + 1] >= 0))
+                return fail(err, el, "op %s: relative term %d needs a table and its indices", nm, r / 2);
+            if (op->t[r] < 0) continue;
+            const fk_plan_tensor *tb = &p->tensors[op->t[r]], *ti = &p->tensors[op->t[r + 1]];
+            if (tb->dtype != FK_DT_F32 || tb->ndim != 3 || tb->dims[0] != H || tb->dims[1] != D ||
+                ti->dtype != FK_DT_I32 || ti->ndim != 2 || ti->dims[0] != ti->dims[1])
+                return fail(err, el, "op %s: relative term %d is not an f32 [%d, %d, R] table with int32 [S, S] "
+                            "indices", nm, r / 2, H, D);
+            const int32_t *ix = fk_plan_data(p, op->t[r + 1]);
+            for (int64_t i = 0; i < ti->dims[0] * ti->dims[1]; i++)
+                if (ix[i] < 0 || ix[i] >= tb->dims[2])
+                    return fail(err, el, "op %s: relative index %d outside the table's %lld rows", nm, ix[i],
+                                (long long)tb->dims[2]);
+        }
+        if (op->p[6] != 0 && (op->p[6] != 1 || op->p[5] < 0))
+            return fail(err, el, "op %s: a query-row mask (p6) needs the mask input", nm);
         for (int i = 0; i < 3; i++)
             if (op->in[i] < 0 || op->in[i] == op->out || op->p[2 + i] < 0 ||
                 (uint64_t)op->p[2 + i] + (uint64_t)H * D > IN_COLS(i))
@@ -245,7 +279,7 @@ int fk_plan_load(const char *path, fk_plan *p, char *err, size_t el) {
             return fail_free(p, err, el, "plan %s: tensor %u has bad dtype, dims or placement", path, i);
     }
     for (uint32_t i = 0; i < p->n_bufs; i++)
-        if (p->bufs[i].cols == 0 || p->bufs[i].cols > (1u << 24) || p->bufs[i].rows > FK_BUF_SEQS)
+        if (p->bufs[i].cols == 0 || p->bufs[i].cols > (1u << 24) || p->bufs[i].rows > FK_BUF_FLAT)
             return fail_free(p, err, el, "plan %s: buffer %u has %u columns, row kind %u", path, i, p->bufs[i].cols,
                              p->bufs[i].rows);
     for (uint32_t i = 0; i < p->n_outputs; i++)

@@ -9,7 +9,8 @@
  *   outputs n_outputs x {char name[48]; u32 buf; u32 pad}
  *   bufs    n_bufs    x {u32 cols; u32 rows}   activations [rows][cols] f32; rows FK_BUF_*:
  *                  one per token (B*S, 0: what plans before the pooler wrote in the pad)
- *                  or one per sequence (B: BERT's pooler)
+ *                  or one per sequence (B: BERT's pooler) or one (2: a fallback op's tensor
+ *                  of any shape, cols its elements)
  *   tensors n_tensors x {u64 offset; u64 nbytes; u32 dtype; u32 ndim; i64 dims[4]}
  *   ops     n_ops     x fk_op (176 B)
  *   data    tensors at 64-byte aligned offsets, in the layout the kernels want. */
@@ -29,19 +30,27 @@ enum fk_op_kind {
                             below); in0, if >= 0, is a base activation (MobileBERT's
                             transformed trigram embedding)                                 */
     FK_OP_LAYERNORM = 2, /* out = LN(in0 (+ in1)) * t0 + t1, eps f0                       */
-    FK_OP_FC = 3,        /* out = act(in0 . t0 + t1); p0 wtype, p1 N, p2 K, p3 act; t2 wscale */
+    FK_OP_FC = 3,        /* out = act(in0 . t0 + t1); p0 wtype, p1 N, p2 K, p3 act; t2 wscale;
+                            p4 groups (> 1: fp32 grouped FC, t0 each group's packed [K/G, N/G]) */
     FK_OP_GELU = 4,      /* out = gelu(in0); p0 FK_GELU_* (erf, table, tanh = gelu_new)      */
     FK_OP_ADD = 5,       /* out = in0 + in1                                                */
     FK_OP_ATTENTION = 6, /* out = attention(in0 q, in1 k, in2 v); p0 heads, p1 head_dim,
                             p2/p3/p4 column offsets of q/k/v, p5 mask input or -1,
-                            f0 scale, f1/f2 additive mask for mask value 0/1              */
+                            f0 scale, f1/f2 additive mask for mask value 0/1; t0 (optional)
+                            a bias [heads, S, S] added to the scaled scores (MPNet);
+                            t1/t2, t3/t4 (optional, DeBERTa) the content-to-position and
+                            position-to-content terms: a table [heads, D, R] and int32
+                            indices [S, S] each (fk_gmm_args), added to the scaled scores;
+                            p6 = 1: the mask is m_i * m_j, a padded query row averages V   */
     FK_OP_NONORM = 7,    /* out = (in0 (+ in1)) * t0 + t1: MobileBERT's NoNorm after a residual */
     FK_OP_TRIGRAM = 8,   /* out[t] = concat_j t0[ids[t + p(2+j)]], a zero row where t + p(2+j) is
                             outside the sequence; p0 ids input slot, p1 parts (1..6): the
                             trigram input [i+1, i, i-1] is parts 3, offsets +1, 0, -1      */
     FK_OP_ROW = 9,       /* out[b] = in0[b, pos] (one row per sequence: BERT's pooler reads [CLS]);
                             p0 pos, negative counts from the end of the sequence            */
-    FK_OP_MAX = 9
+    FK_OP_GENERIC = 10,  /* the generic fallback: one plain kernel of an ONNX op, shapes bound at
+                            build time (runtime/generic.h)                                  */
+    FK_OP_MAX = 10
 };
 /* EMBED sources p[i]: >= 0 input slot (int64 ids), -1 token position s, <= -2 fixed row -(p+2).
  * p[4 + i] > 0 (pad + 1): term i reads RoBERTa's position ids of input slot p[i] instead,
@@ -50,7 +59,7 @@ enum fk_op_kind {
 enum fk_wtype { FK_W_F32 = 0, FK_W_I8 = 1, FK_W_Q4_0 = 2 };
 enum fk_act { FK_ACT_NONE = 0, FK_ACT_GELU = 1, FK_ACT_GELU_TAB = 2, FK_ACT_RELU = 3, FK_ACT_TANH = 4,
               FK_ACT_GELU_TANH = 5 }; /* TANH, GELU_TANH: a row pass after the GEMM's bias epilogue */
-enum fk_buf_rows { FK_BUF_TOKENS = 0, FK_BUF_SEQS = 1 };
+enum fk_buf_rows { FK_BUF_TOKENS = 0, FK_BUF_SEQS = 1, FK_BUF_FLAT = 2 }; /* FLAT: one row of cols (a fallback tensor) */
 enum fk_gelu_mode { FK_GELU_ERF = 0, FK_GELU_TABLE = 1, FK_GELU_TANH = 2 }; /* FK_OP_GELU's p0 */
 enum fk_role { FK_ROLE_IDS = 0, FK_ROLE_MASK = 1, FK_ROLE_TYPE = 2, FK_ROLE_OTHER = 3 };
 enum fk_dtype { FK_DT_F32 = 0, FK_DT_I64 = 1, FK_DT_I32 = 2, FK_DT_I8 = 3, FK_DT_U8 = 4 };

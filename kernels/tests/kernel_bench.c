@@ -104,9 +104,18 @@ int main(int argc, char **argv) {
 
     float *q = fill((size_t)S * D), *kk = fill((size_t)S * D), *v = fill((size_t)S * D), *o = fill((size_t)S * D);
     float *scratch = fill(S);
-    fk_attn_args at = {S, S, D, q, D, kk, D, v, D, NULL, 0.125f, o, D};
+    fk_attn_args at = {S, S, D, q, D, kk, D, v, D, NULL, 0.125f, o, D, NULL, 0, 0};
     t = BEST(k->attention_f32(&at, 0, S, scratch));
     printf("{\"kernel\": \"attention\", \"table\": \"%s\", \"S\": %d, \"D\": %d, \"gflops\": %.2f}\n", k->name, S, D, 4.0 * S * S * D / t / 1e9);
+    /* DeBERTa's content-to-position term: S rows keep S of 2 * 256 relative positions */
+    const int R = 512;
+    float *pb = fill((size_t)D * (R + 16)), *rel = fill((size_t)S * S);
+    int32_t *ix = malloc(sizeof(int32_t) * S * S);
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++) ix[i * S + j] = i - j + R / 2;
+    fk_gmm_args gm = {S, D, R, q, D, pb, R + 16, ix, S, rel, S, 0, 0}; /* rows padded as plans store them */
+    t = BEST(k->gather_mm_f32(&gm, 0, S));
+    printf("{\"kernel\": \"gather_mm\", \"table\": \"%s\", \"S\": %d, \"D\": %d, \"R\": %d, \"gflops\": %.2f}\n", k->name, S, D, R, 2.0 * S * S * D / t / 1e9);
     printf("sink %g\n", (double)sink * 0);
     return 0;
 }

@@ -338,14 +338,48 @@ static void test_attention(const fk_kernels *k) {
         float *mask = fvec(Sk, 0, 1), *o1 = calloc(Sq * ld, 4), *o2 = calloc(Sq * ld, 4);
         float *scratch = malloc(4 * Sk);
         for (int j = 0; j < Sk; j++) mask[j] = (j > 0 && j % 4 == 3) ? -1e9f : 0.0f;
-        fk_attn_args a = {Sq, Sk, D, q, ld, kk, ld, v, ld, (l & 1) ? mask : NULL, 1.0f / sqrtf((float)D), o1, ld};
+        /* every other length with an additive score bias (MPNet's), rows Sk + 2 apart */
+        float *bias = (l & 2) ? fvec(Sq * (Sk + 2), -2, 2) : NULL;
+        fk_attn_args a = {Sq, Sk, D, q, ld, kk, ld, v, ld, (l & 1) ? mask : NULL, 1.0f / sqrtf((float)D), o1, ld,
+                          bias, Sk + 2, 0};
         k->attention_f32(&a, 0, 1, scratch), k->attention_f32(&a, 1, Sq, scratch);
         a.o = o2;
         fk_attention_f32_generic(&a, 0, Sq, scratch);
         char what[64];
-        snprintf(what, sizeof what, "Sk=%d D=%d", Sk, D);
+        snprintf(what, sizeof what, "Sk=%d D=%d%s", Sk, D, bias ? " bias" : "");
         check(what, Sq * ld, o1, o2, 1e-6f, 1e-5f);
-        free(q), free(kk), free(v), free(mask), free(o1), free(o2), free(scratch);
+        free(q), free(kk), free(v), free(mask), free(o1), free(o2), free(scratch), free(bias);
+    }
+    end();
+}
+
+/* The gathered product at awkward sizes: relative-position indices (the span a row keeps is
+ * contiguous, clipped at both ends of B) and random ones (the span is most of B), stored,
+ * accumulated and transposed, against the reference. */
+static void test_gather_mm(const fk_kernels *k) {
+    static const int DS[] = {1, 3, 16, 17, 32, 64};
+    begin("gather_mm_f32");
+    for (int l = 0; l < NLENS; l++) {
+        const int N = LENS[l], D = DS[l % 6], rows = MS[l % NMS] + 2, R = l % 3 == 0 ? 2 * N + 3 : N / 2 + 1;
+        const int lda = D + 3, ldb = R + 5, ldi = N + 1, tr = l & 1, acc = (l >> 1) & 1;
+        const int ldo = tr ? rows + 2 : N + 2, osz = tr ? N * ldo : rows * ldo;
+        float *a = fvec(rows * lda, -1, 1), *b = fvec(D * ldb, -1, 1), *o1 = fvec(osz, -1, 1), *o2 = malloc(4 * osz);
+        int32_t *idx = malloc(sizeof(int32_t) * rows * ldi);
+        for (int r = 0; r < rows; r++)
+            for (int n = 0; n < N; n++) {
+                int c = l % 4 == 3 ? (int)frand(0, (float)R) : r - n + R / 2;
+                idx[r * ldi + n] = c < 0 ? 0 : c >= R ? R - 1 : c;
+            }
+        memcpy(o2, o1, 4 * osz);
+        /* rows in two calls: the second writes from its own first row, one row further on */
+        const size_t step = tr ? 1 : (size_t)ldo;
+        fk_gmm_args g = {N, D, R, a, lda, b, ldb, idx, ldi, o1, ldo, tr, acc};
+        k->gather_mm_f32(&g, 0, 1), g.o = o1 + step, k->gather_mm_f32(&g, 1, rows);
+        g.o = o2, fk_gather_mm_f32_generic(&g, 0, 1), g.o = o2 + step, fk_gather_mm_f32_generic(&g, 1, rows);
+        char what[80];
+        snprintf(what, sizeof what, "N=%d D=%d R=%d rows=%d%s%s", N, D, R, rows, tr ? " tr" : "", acc ? " acc" : "");
+        check(what, osz, o1, o2, 1e-5f, 1e-5f);
+        free(a), free(b), free(o1), free(o2), free(idx);
     }
     end();
 }
@@ -373,7 +407,7 @@ int main(int argc, char **argv) {
             continue;
         }
         cur_table = k->name;
-        test_vec(k), test_gemm(k), test_attention(k);
+        test_vec(k), test_gemm(k), test_attention(k), test_gather_mm(k);
         tested++;
     }
     printf("%s: %d tables tested, %d failures\n", failures ? "FAILED" : "PASSED", tested, failures);

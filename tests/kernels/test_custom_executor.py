@@ -226,7 +226,8 @@ def test_request_contract(tiny, tmp_path, exe_x86) -> None:
     ev = {e["ev"]: e for e in events}
     samples = [ms for e in events if e["ev"] == "samples" for ms in e["ms"]]
     assert ev["warmup"]["runs"] >= 2 and len(samples) >= 7
-    assert set(ev["ops"]["categories"]) == {"attention", "fc", "layernorm", "gelu", "other"}
+    assert set(ev["ops"]["categories"]) == {"attention", "fc", "layernorm", "gelu", "other",
+                                             "fallback"}
     assert all({"name", "op", "category", "ms"} <= set(n) for n in ev["ops"]["nodes"])
     assert ev["memory"]["vmhwm_kb"] > 0 and ev["info"]["threads"] == 2
     assert Path(ev["outputs"]["file"]).is_file()

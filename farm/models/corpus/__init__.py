@@ -13,6 +13,10 @@ NAME = ``{family}-opset{11|14|17|18}-{fixed|dynamic}[+ortopt][+qdynamic|+qdq|+q4
 - ``+qdynamic`` / ``+qdq`` / ``+q4``: ORT's quantize_dynamic, quantize_static (QDQ, MinMax
   calibration on 8 generated feeds) and the 4-bit MatMulNBits quantizer (farm's quantize.py,
   the real tools);
+- ``mpnet``, ``deberta`` (v2 with v3's settings), ``squeezebert``, ``electra``, ``xlmr``,
+  ``xlmrcls`` (XLM-RoBERTa with its classification head): real exports of random-init
+  Hugging Face models the way optimum exports them (hf_encoders.py; opset 18 only, fixed or
+  dynamic axes, ``+qdynamic|+qdq``; needs the `export` extra: torch, transformers 4.x);
 - ``@small``: test dims (2 layers, hidden 64, seq 16); default bench size (6 layers, hidden
   384, 12 heads, seq 128, vocab 30522).
 `corpus_model(name, out_dir) -> Path` builds (cached by name, generator source, ORT version
@@ -29,7 +33,7 @@ from pathlib import Path
 import onnx
 
 from farm.errors import BuildError
-from farm.models.corpus import mobilebert_export
+from farm.models.corpus import hf_encoders, mobilebert_export
 from farm.models.corpus.mobilebert_config import MobileBertConfig
 from farm.models.corpus.torchscript import BENCH, FAMILIES, SMALL, Dims, export
 from farm.models.quantize import QUANTIZER_REVISION
@@ -54,16 +58,27 @@ def names(size: str = "@small") -> list[str]:
     return out
 
 
+def hf_names(size: str = "@small") -> list[str]:
+    """The issue-28 Hugging Face exports (hf_encoders.py): kept out of `names()`, whose every
+    file tests/kernels/test_corpus_matrix.py runs (these need torch to build; that test takes
+    a chosen few of them)."""
+    return [f"{fam}-opset18-{axes}{t}{size}" for fam in hf_encoders.FAMILIES
+            for axes in ("fixed", "dynamic") for t in ("", "+qdynamic", "+qdq")]
+
+
 def _hint() -> str:
     return ("use corpus:{bert|distilbert|roberta|albert}-opset{11|14|17|18}-{fixed|dynamic}"
             "[+ortopt][+qdynamic|+qdq|+q4][@small] or "
-            "corpus:mobilebert-opset{14|17}-fixed[+qdynamic|+qdq|+q4][@small]")
+            "corpus:mobilebert-opset{14|17}-fixed[+qdynamic|+qdq|+q4][@small] or "
+            "corpus:{mpnet|deberta|squeezebert|electra|xlmr|xlmrcls}-opset18-{fixed|dynamic}"
+            "[+qdynamic|+qdq][@small]")
 
 
 def parse(name: str) -> tuple[str, int, bool, list[str], Dims | MobileBertConfig]:
     m = _NAME.match(name)
     mobilebert = m is not None and m["family"] == "mobilebert"
-    if not m or not (mobilebert or m["family"] in FAMILIES):
+    hf = m is not None and m["family"] in hf_encoders.FAMILIES
+    if not m or not (mobilebert or hf or m["family"] in FAMILIES):
         raise BuildError(f"unknown corpus model {name!r}", hint=_hint())
     opset, dynamic = int(m["opset"]), m["axes"] == "dynamic"
     tools = [t for t in m["tools"].split("+") if t]
@@ -79,6 +94,9 @@ def parse(name: str) -> tuple[str, int, bool, list[str], Dims | MobileBertConfig
         small = m["size"] == "@small"
         return "mobilebert", opset, False, tools, (mobilebert_export.SMALL if small
                                                    else mobilebert_export.BENCH)
+    if hf and (opset != 18 or "ortopt" in tools or "q4" in tools):
+        raise BuildError(f"corpus model {name!r}: the Hugging Face exports are opset 18, "
+                         "with +qdynamic or +qdq only", hint=_hint())
     if opset not in OPSETS:
         raise BuildError(f"unknown corpus model {name!r}", hint=_hint())
     dims = SMALL if m["size"] == "@small" else BENCH
@@ -120,6 +138,8 @@ def corpus_model(name: str, out_dir: Path) -> Path:
     path = out_dir / f".corpus-{safe}-{_key(name)}-fp32.onnx"
     if isinstance(dims, MobileBertConfig):
         onnx.save(mobilebert_export.export_mobilebert(dims, opset), str(path))
+    elif family in hf_encoders.FAMILIES:
+        onnx.save(hf_encoders.export(family, dims, dynamic), str(path))
     else:
         onnx.save(export(family, dims, opset, dynamic), str(path))
     for tool in tools:

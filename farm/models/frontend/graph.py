@@ -99,9 +99,12 @@ class Graph:
     def commit(self) -> None:
         alive = [n for n in self.nodes if id(n) not in self.dead]
         known = {i.name for i in self.g.input} | set(self.consts) | {""}
+        # an If/Loop reads what its branches name from the outer graph too: it must come
+        # after those producers, and initializers only its branches read must stay
+        deps = {id(n): [*n.input, *sorted(outer_refs(n))] for n in alive}
         order, pending = [], alive
         while pending:
-            ready = [n for n in pending if all(i in known for i in n.input)]
+            ready = [n for n in pending if all(i in known for i in deps[id(n)])]
             if not ready:
                 n = pending[0]
                 raise BuildError(f"front-end: node {n.name!r} ({n.op_type}) reads a tensor "
@@ -111,7 +114,7 @@ class Graph:
             for n in ready:
                 known.update(n.output)
             pending = [n for n in pending if id(n) not in ids]
-        used = {i for n in order for i in n.input} | {o.name for o in self.g.output}
+        used = {i for n in order for i in deps[id(n)]} | {o.name for o in self.g.output}
         inits = [i for i in self.g.initializer if i.name in used]
         del self.g.node[:]
         self.g.node.extend(order)
@@ -120,6 +123,20 @@ class Graph:
         self.nodes, self.dead = list(self.g.node), set()
         self.consts = {k: v for k, v in self.consts.items() if k in used}
         self.reindex()
+
+
+def outer_refs(node: onnx.NodeProto) -> set[str]:
+    """Names the node's subgraphs (If branches, Loop bodies, nested) read from the outer
+    scope: what they use and do not define themselves."""
+    out: set[str] = set()
+    for a in node.attribute:
+        for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+            defined = ({i.name for i in sub.input} | {i.name for i in sub.initializer}
+                       | {o for n in sub.node for o in n.output})
+            used = {i for n in sub.node for i in n.input} | {o.name for o in sub.output}
+            used |= {r for n in sub.node for r in outer_refs(n)}
+            out |= used - defined - {""}
+    return out
 
 
 def constants_to_initializers(model: onnx.ModelProto) -> None:

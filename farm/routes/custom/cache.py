@@ -38,6 +38,8 @@ def cached_plan(model_path: Path, *, quant: str | None = None) -> tuple[Path, di
     facts = {"compile_s": round(time.perf_counter() - started, 3), "n_ops": info.n_ops,
              "op_counts": info.op_counts, "size_bytes": info.size_bytes,
              "weight_types": info.weight_types, "merged_qkv": info.merged_qkv,
-             "folded_norms": info.folded_norms}
+             "folded_norms": info.folded_norms,
+             # nodes on the generic fallback kernels (lower_generic.py): [node, op]
+             "fallback": [list(f) for f in info.fallback]}
     facts_path.write_text(json.dumps(facts))
     return plan_path, facts

@@ -15,7 +15,7 @@ from farm.errors import BuildError
 from farm.routes.custom.executor_build import build_executor, build_kernel_test
 from farm.routes.custom.ir import finalize
 from farm.routes.custom.lower import lower
-from farm.routes.custom.passes import allocate, fold_residual_norms, merge_qkv
+from farm.routes.custom.passes import allocate, drop_dead, fold_residual_norms, merge_qkv
 from farm.routes.custom.plan_format import OP_NAMES, serialize
 
 __all__ = ["PlanInfo", "build_executor", "build_kernel_test", "compile_plan"]
@@ -32,6 +32,7 @@ class PlanInfo:
     features: tuple[str, ...]
     merged_qkv: int
     folded_norms: int  # NoNorms after a residual run as their FC's epilogue (passes.py)
+    fallback: tuple[tuple[str, str], ...] = ()  # (node, op) lowered by the generic fallback
 
 
 def compile_plan(onnx_path: str | os.PathLike[str], out_path: str | os.PathLike[str], *,
@@ -44,6 +45,7 @@ def compile_plan(onnx_path: str | os.PathLike[str], out_path: str | os.PathLike[
     except Exception as exc:
         raise BuildError(f"cannot load ONNX model {onnx_path}: {exc}") from exc
     ir = lower(model, quant=quant, gelu=gelu)
+    drop_dead(ir)
     merged = merge_qkv(ir) if fuse_qkv else 0
     folded = fold_residual_norms(ir)
     assign, cols = allocate(ir)
@@ -60,4 +62,4 @@ def compile_plan(onnx_path: str | os.PathLike[str], out_path: str | os.PathLike[
         op_counts=dict(Counter(OP_NAMES[o.kind] for o in plan.ops)),
         weight_types=dict(Counter(wnames[o.params[0]] for o in plan.ops if o.kind == 3)),
         buffers=len(plan.bufs), features=tuple(sorted(features)), merged_qkv=merged,
-        folded_norms=folded)
+        folded_norms=folded, fallback=tuple((n, o) for n, o, _ in ir.fallback))

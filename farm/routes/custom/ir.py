@@ -13,6 +13,7 @@ import numpy as np
 
 from farm.routes.custom import weights as W
 from farm.routes.custom.plan_format import (
+    BUF_FLAT,
     BUF_SEQS,
     BUF_TOKENS,
     OP_FC,
@@ -35,6 +36,9 @@ class FcWeights:
     wtype: int
     w: np.ndarray
     scale: np.ndarray | None = None
+    # > 1: a grouped fp32 FC (SqueezeBERT's grouped 1x1 convolutions): w is the dense
+    # block-diagonal [K, N], packed as `groups` [K/G, N/G] blocks (exec.c fc_gemm)
+    groups: int = 1
 
     @property
     def n(self) -> int:
@@ -53,7 +57,7 @@ class FcWeights:
         """Weights of (x . W) * gamma, gamma one factor per output column (NoNorm folded)."""
         g = gamma.astype(np.float32)
         if self.wtype == W_F32:
-            return FcWeights(W_F32, (self.w * g[None, :]).astype(np.float32))
+            return FcWeights(W_F32, (self.w * g[None, :]).astype(np.float32), groups=self.groups)
         if self.wtype == W_I8:
             assert self.scale is not None
             return FcWeights(W_I8, self.w, (self.scale * g).astype(np.float32))
@@ -62,6 +66,10 @@ class FcWeights:
         return FcWeights(W_Q4_0, blocks.view(np.uint8).reshape(self.n, -1))
 
     def tensors(self) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.groups > 1:
+            k, n = self.w.shape[0] // self.groups, self.n // self.groups
+            return np.concatenate([W.pack_f32(self.w[j * k:(j + 1) * k, j * n:(j + 1) * n])
+                                   for j in range(self.groups)]), None
         if self.wtype == W_F32:
             return W.pack_f32(self.w), None
         if self.wtype == W_I8:
@@ -91,6 +99,14 @@ class Ir:
     cols: list[int] = field(default_factory=list)                 # per value id
     ops: list[IrOp] = field(default_factory=list)
     seq_values: set[int] = field(default_factory=set)  # one row per sequence (after OP_ROW)
+    flat_values: set[int] = field(default_factory=set)  # a fallback tensor (BUF_FLAT)
+    # (node, op type, why) of every node lowered by the generic fallback (lower_generic.py)
+    fallback: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def kind(self, v: int) -> int:
+        """The row kind of value v's buffer."""
+        return BUF_SEQS if v in self.seq_values else BUF_FLAT if v in self.flat_values \
+            else BUF_TOKENS
 
     def new_value(self, cols: int) -> int:
         self.cols.append(int(cols))
@@ -101,9 +117,9 @@ def finalize(ir: Ir, assign: dict[int, int], n_bufs_cols: list[int],
              features: set[str]) -> Plan:
     """Plan with tensors laid out for the kernels and values mapped to physical buffers."""
     rows = [BUF_TOKENS] * len(n_bufs_cols)
-    for v in ir.seq_values:
+    for v in ir.seq_values | ir.flat_values:
         if v in assign:
-            rows[assign[v]] = BUF_SEQS  # allocate() never shares a buffer across row kinds
+            rows[assign[v]] = ir.kind(v)  # allocate() never shares a buffer across row kinds
     plan = Plan(inputs=list(ir.inputs), bufs=list(n_bufs_cols), buf_rows=rows,
                 features=set(features))
     plan.outputs = [(name, assign[v]) for name, v in ir.outputs]

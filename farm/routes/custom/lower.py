@@ -9,9 +9,13 @@ int8 GEMM: qdq.py), bias Add,
 LayerNormalization (with a residual Add fused), GELU as Gelu or the erf chain
 Div/Erf/Add/Mul/Mul, attention as Reshape/Transpose/MatMul/Div|Mul/Add(mask)/Softmax/MatMul/
 Transpose/Reshape, Identity, BERT's pooler (row Gather, FC, Tanh) and ALBERT's tanh GELU
-(lower_pooler.py), RoBERTa's position ids (lower_roberta.py), and any node whose inputs are all
-constant (folded with onnx's reference evaluator). Anything else raises BuildError naming the
-node and its operator.
+(lower_pooler.py), RoBERTa's position ids (lower_roberta.py), MPNet's relative position bias
+(a constant [heads, S, S] added to the scores: the attention op's bias), DeBERTa's
+disentangled attention (its relative-position terms and 2-D mask: lower_deberta.py), SqueezeBERT's
+channels-first encoder and grouped 1x1 convolutions (lower_squeezebert.py), and any node whose
+inputs are all constant (folded with onnx's reference evaluator). Any other node runs as a
+generic fallback kernel with shapes bound at build time (lower_generic.py); a node no kernel
+runs raises BuildError naming the node and its operator.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import onnx
 from onnx import numpy_helper
 
 from farm.errors import BuildError
+from farm.routes.custom import lower_squeezebert as squeeze
 from farm.routes.custom import weights as W
 from farm.routes.custom.ir import FcWeights, Ir, IrOp
+from farm.routes.custom.lower_generic import Fallback
 from farm.routes.custom.lower_mobilebert import emit_nonorm
 from farm.routes.custom.lower_roberta import PadPositions
 from farm.routes.custom.plan_format import (
@@ -45,7 +51,17 @@ from farm.routes.custom.plan_format import (
     W_Q4_0,
 )
 from farm.routes.custom.qdq import qdq_weight
-from farm.routes.custom.values import Act, Affine, Const, Embed, Gelu, Input, Lin, Sum
+from farm.routes.custom.values import (
+    ACTIVATIONS,
+    Act,
+    Affine,
+    Const,
+    Embed,
+    Gelu,
+    Input,
+    Lin,
+    Sum,
+)
 
 QUANTS = {None: None, "fp32": None, "int8": W_I8, "q4_0": W_Q4_0, "int4": W_Q4_0}
 
@@ -80,14 +96,18 @@ class Lowerer:
         # pending value (by identity) -> its materialised value id: a value with several
         # consumers (MobileBERT's hidden state feeds three GEMMs and a residual) is computed once
         self.done: dict[int, tuple[object, int]] = {}
+        self.fallback = Fallback(self)
+        self._shapes: dict[str, tuple[int, ...]] | None = None
 
     # -- helpers -----------------------------------------------------------------------
     def fail(self, why: str, hint: str | None = None) -> BuildError:
         n = self.node
         where = f"node {n.name!r} ({n.op_type})" if n is not None else "graph"
+        # inside a fused handler this error only sends the node to the generic fallback
+        # (visit); it reaches the user when no kernel, fused or fallback, can run the node
         return BuildError(f"custom plan: {where}: {why}", hint=hint or
-                          "the custom executor supports the BERT encoder pattern of "
-                          "farm/models/encoder.py; use the ort or tvm route for this model")
+                          "`farm models check FILE` lists what the custom executor runs; "
+                          "use the ort or tvm route for this model")
 
     def get(self, name: str) -> object:
         if name not in self.vals:
@@ -101,6 +121,17 @@ class Lowerer:
     def scalar(self, name: str) -> float | None:
         a = self.const(name)
         return float(a.reshape(-1)[0]) if a is not None and a.size == 1 else None
+
+    def value_shape(self, name: str) -> tuple[int, ...] | None:
+        """Tensor `name`'s static shape as the (canonical) file declares it, or None."""
+        if self._shapes is None:
+            g = self.graph
+            self._shapes = {}
+            for vi in [*g.input, *g.value_info, *g.output]:
+                dims = vi.type.tensor_type.shape.dim
+                if all(d.HasField("dim_value") for d in dims):
+                    self._shapes[vi.name] = tuple(d.dim_value for d in dims)
+        return self._shapes.get(name)
 
     def emit(self, kind: int, name: str, ins: list[int], cols: int, **kw) -> int:
         seq = [v in self.ir.seq_values for v in ins if v >= 0]
@@ -138,11 +169,12 @@ class Lowerer:
             return emit_nonorm(self, v, np.zeros_like(v.gamma), v.name)
         if isinstance(v, Lin):
             return self.emit(OP_FC, v.name, [v.x], v.fc.n, fc=v.fc, bias=v.bias,
-                             params=[v.fc.wtype, v.fc.n, self.ir.cols[v.x], v.act])
+                             params=[v.fc.wtype, v.fc.n, self.ir.cols[v.x], v.act, v.fc.groups])
         if isinstance(v, Sum):
             return self.emit(OP_ADD, v.name, [v.a, v.b], self.ir.cols[v.a])
         if isinstance(v, Gelu):
-            x = self.act(self.get(v.u))
+            src = self.get(v.u)
+            x = self.act(src.inner if isinstance(src, squeeze.ChanFirst) else src)
             mode = GELU_TANH if v.tanh else int(self.gelu_act == ACT_GELU_TAB)
             return self.emit(OP_GELU, self.node.name if self.node else "gelu", [x],
                              self.ir.cols[x], params=[mode])
@@ -184,7 +216,11 @@ class Lowerer:
             self.visit(node)
         self.node = None
         for go in g.output:
-            self.ir.outputs.append((go.name, self.act(self.get(go.name))))
+            v = self.get(go.name)
+            out = (self.act(v) if isinstance(v, ACTIVATIONS)
+                   else self.fallback.value(go.name))
+            self.ir.outputs.append((go.name, out))
+        self.ir.fallback = list(self.fallback.nodes)
         return self.ir
 
     def visit(self, node: onnx.NodeProto) -> None:
@@ -193,10 +229,23 @@ class Lowerer:
         if ins and consts and node.domain in ("", "ai.onnx"):
             return self.fold(node)
         handler = getattr(self, f"op_{node.op_type}", None)
+        if handler is not None and (rows := squeeze.unwrap(node, ins)) is not None:
+            ins, wrap = rows, True  # SqueezeBERT: on the token rows, then channels-first again
+        else:
+            wrap = False
         if handler is None:
-            raise self.fail("operator not supported by the custom executor")
-        out = handler(node, ins)
+            out = tuple(self.fallback.lower(node, "no fused pattern for this operator"))
+        else:
+            try:
+                out = handler(node, ins)
+            except BuildError as exc:
+                # a pattern the fused lowering does not take: the node runs as a plain
+                # kernel (its output in the tensor's own layout), and any pending input is
+                # recomputed (lower_generic.py)
+                out, wrap = tuple(self.fallback.lower(node, exc.message.split(": ", 2)[-1])), False
         outs = out if isinstance(out, tuple) else (out,)
+        if wrap:
+            outs = tuple(squeeze.ChanFirst(v) for v in outs)
         for name, v in zip(node.output, outs, strict=False):
             self.vals[name] = v
 
@@ -217,6 +266,7 @@ class Lowerer:
             self.vals[node.output[0]] = qw
 
     # The handlers live in their own module; importing them here makes them methods.
+    from farm.routes.custom.lower_deberta import op_GatherElements, op_Squeeze, op_Where
     from farm.routes.custom.lower_mobilebert import (
         op_Concat,
         op_Constant,
@@ -227,6 +277,7 @@ class Lowerer:
     from farm.routes.custom.lower_ops import (
         op_Add,
         op_Cast,
+        op_Conv,
         op_DequantizeLinear,
         op_Div,
         op_DynamicQuantizeLinear,
@@ -239,6 +290,7 @@ class Lowerer:
         op_MatMulInteger,
         op_MatMulNBits,
         op_Mul,
+        op_Not,
         op_QuantizeLinear,
         op_Reshape,
         op_Softmax,
@@ -247,7 +299,7 @@ class Lowerer:
         op_Unsqueeze,
     )
     from farm.routes.custom.lower_pooler import op_Pow, op_Tanh
-    from farm.routes.custom.lower_roberta import op_CumSum, op_Equal, op_Not
+    from farm.routes.custom.lower_roberta import op_CumSum, op_Equal
 
 
 def lower(model: onnx.ModelProto, quant: str | None = None, gelu: str = "erf") -> Ir:

@@ -7,14 +7,17 @@ handler either extends a pending value (fusion) or materialises its inputs via `
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from onnx import NodeProto
 
+from farm.routes.custom import lower_deberta as deberta
 from farm.routes.custom import lower_mobilebert as mobilebert
 from farm.routes.custom import lower_pooler as pooler
 from farm.routes.custom import lower_roberta as roberta
+from farm.routes.custom import lower_squeezebert as squeeze
 from farm.routes.custom import weights as W
 from farm.routes.custom.ir import FcWeights
 from farm.routes.custom.lowering import LowererApi
@@ -83,6 +86,8 @@ def op_Gather(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
 
 
 def op_Add(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
+    if (v := deberta.add(ins)) is not None:
+        return v
     if (v := mobilebert.add_pattern(self, node, ins)) is not None:
         return v
     if (p := _pair(ins, Embed, Embed)) is not None:
@@ -100,13 +105,14 @@ def op_Add(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
             raise self.fail(f"bias of {c.arr.shape} does not match N={lin.fc.n}")
         return Lin(lin.x, lin.fc, c.arr.reshape(-1).astype(np.float32), ACT_NONE, lin.name)
     if (p := _pair(ins, Scores, MaskFn)) is not None and p[0].mask is None:
-        s = p[0]
-        return Scores(s.q, s.k, s.scale, p[1], s.name)
+        return replace(p[0], mask=p[1])
+    if (p := _pair(ins, Scores, Const)) is not None and (b := _score_bias(p[0], p[1])) is not None:
+        return replace(p[0], bias=b)
     p = _pair(ins, GeluPart, Const)
     if p is not None and p[0].stage == "erf" and _scalar(p[1]) == 1.0:
         return GeluPart(p[0].u, "erf1")
     if (p := _pair(ins, MaskFn, Const)) is not None and (c := _scalar(p[1])) is not None:
-        return MaskFn(p[0].slot, p[0].v0 + c, p[0].v1 + c)
+        return replace(p[0], v0=p[0].v0 + c, v1=p[0].v1 + c)
     if (v := pooler.add_pattern(self, node, ins)) is not None:
         return v
     if (v := roberta.add_pattern(ins)) is not None:
@@ -119,28 +125,45 @@ def op_Add(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
     raise self.fail("this Add pattern is not supported")
 
 
+def _score_bias(s: Scores, c: Const) -> np.ndarray | None:
+    """A constant added to the scores as the attention op's bias [heads, S, S], or None:
+    [1 | B=1, heads | 1, S, S] broadcast over heads; one per batch row is not taken."""
+    a = c.arr
+    if s.bias is not None or a.ndim != 4 or a.shape[0] != 1 \
+            or a.shape[2] != a.shape[3] or a.shape[1] not in (1, s.q.heads):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(a[0], (s.q.heads, *a.shape[2:])), np.float32)
+
+
 def op_Sub(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
     a, b = ins
     if isinstance(a, Const) and isinstance(b, MaskFn) and (c := _scalar(a)) is not None:
-        return MaskFn(b.slot, c - b.v0, c - b.v1)
+        return replace(b, v0=c - b.v0, v1=c - b.v1)
     if isinstance(a, MaskFn) and isinstance(b, Const) and (c := _scalar(b)) is not None:
-        return MaskFn(a.slot, a.v0 - c, a.v1 - c)
+        return replace(a, v0=a.v0 - c, v1=a.v1 - c)
     raise self.fail("Sub is supported only in the attention-mask computation")
 
 
 def _gelu_of(self: LowererApi, u: str) -> Any:
     src = self.get(u)
+    if isinstance(src, squeeze.ChanFirst):  # SqueezeBERT's GELU runs on the rows inside
+        src = src.inner
     if isinstance(src, Lin) and src.act == ACT_NONE:
         return Lin(src.x, src.fc, src.bias, self.gelu_act, src.name)  # fused epilogue
     return Gelu(u)
 
 
 def op_Mul(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
+    if (v := deberta.scale(node, ins)) is not None or (v := deberta.mul_mask(self, node, ins)):
+        return v
     if (p := _pair(ins, MaskFn, Const)) is not None and (c := _scalar(p[1])) is not None:
-        return MaskFn(p[0].slot, p[0].v0 * c, p[0].v1 * c)
-    if (p := _pair(ins, Scores, Const)) is not None and (c := _scalar(p[1])) is not None:
-        s = p[0]
-        return Scores(s.q, s.k, s.scale * c, s.mask, s.name)
+        return replace(p[0], v0=p[0].v0 * c, v1=p[0].v1 * c)
+    if (p := _pair(ins, Heads, Const)) is not None and (c := _scalar(p[1])) is not None:
+        h = p[0]  # a scale on Q or Kᵀ: the scores' (V's is refused in _attention)
+        return replace(h, scale=h.scale * c)
+    if (p := _pair(ins, Scores, Const)) is not None and (c := _scalar(p[1])) is not None \
+            and p[0].bias is None and not p[0].rel:  # a scale after a bias would scale it too
+        return replace(p[0], scale=p[0].scale * c)
     if (p := _pair(ins, DynQuant, Const)) is not None and p[0].part == "scale":
         return ScaleProd(p[0].value, p[1].arr.astype(np.float32))
     if (p := _pair(ins, IntMatMul, ScaleProd)) is not None and p[0].x == p[1].x:
@@ -175,10 +198,12 @@ def op_Div(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
     c = _scalar(b) if isinstance(b, Const) else None
     if c is None or c == 0:
         raise self.fail("Div is supported only by a non-zero constant scalar")
-    if isinstance(a, Scores):
-        return Scores(a.q, a.k, a.scale / c, a.mask, a.name)
+    if (v := deberta.scale(node, ins)) is not None:
+        return v
+    if isinstance(a, Scores) and a.bias is None and not a.rel:
+        return replace(a, scale=a.scale / c)
     if isinstance(a, MaskFn):
-        return MaskFn(a.slot, a.v0 / c, a.v1 / c)
+        return replace(a, v0=a.v0 / c, v1=a.v1 / c)
     if isinstance(a, ACTIVATIONS) and abs(c - math.sqrt(2.0)) < 1e-4:
         return GeluPart(node.input[0], "div")
     raise self.fail("this Div pattern is not supported")
@@ -246,10 +271,14 @@ def op_MatMul(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
         return Lin(xv, int8_weights(b, node.name), None, ACT_NONE, node.name)
     if isinstance(a, ACTIVATIONS) and isinstance(b, Const):
         return self.fc(a, b.arr)
+    if (rp := deberta.matmul(ins)) is not None:
+        return rp
+    if (qk := squeeze.matmul_keys(ins)) is not None:
+        return Scores(qk[0], qk[1], 1.0, None, node.name)
     if isinstance(a, Heads) and isinstance(b, Heads) and not a.transposed and b.transposed:
         if (a.heads, a.dim) != (b.heads, b.dim):
             raise self.fail("query and key heads differ")
-        return Scores(a, b, 1.0, None, node.name)
+        return Scores(a, b, a.scale * b.scale, None, node.name)
     if isinstance(a, Probs) and isinstance(b, Heads) and not b.transposed:
         return Context(a, b, False)
     raise self.fail("MatMul needs constant weights or the attention pattern")
@@ -306,7 +335,11 @@ def op_Reshape(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
     x, shape = ins
     if not isinstance(shape, Const):
         raise self.fail("Reshape needs a constant shape")
+    if (cf := squeeze.reshape(self, node, ins, _attention_act)) is not None:
+        return cf
     dims = [int(d) for d in shape.arr.reshape(-1)]
+    if (v := deberta.reshape(self, dims, x)) is not None:
+        return v
     if isinstance(x, Context) and x.merged:
         return Act(_attention(self, node, x))
     if isinstance(x, ACTIVATIONS):
@@ -326,10 +359,14 @@ def op_Reshape(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
 def op_Transpose(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
     x = ins[0]
     perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+    if (cf := squeeze.transpose(self, node, ins)) is not None:
+        return cf
+    if (v := deberta.transpose(perm, x)) is not None:
+        return v
     if isinstance(x, Split) and perm in ([0, 2, 1, 3], [0, 2, 3, 1]):
         return Heads(x.value, x.heads, x.dim, perm == [0, 2, 3, 1])
     if isinstance(x, Heads) and not x.transposed and perm == [0, 1, 3, 2]:
-        return Heads(x.value, x.heads, x.dim, True)
+        return replace(x, transposed=True)
     if isinstance(x, Context) and not x.merged and perm == [0, 2, 1, 3]:
         return Context(x.probs, x.v, True)
     raise self.fail(f"Transpose {perm} is not part of the attention pattern")
@@ -342,13 +379,34 @@ def op_Softmax(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
     raise self.fail("Softmax is supported only over attention scores (last axis)")
 
 
+def op_Conv(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
+    if (v := squeeze.conv(self, node, ins)) is not None:
+        return v
+    raise self.fail("Conv is fused only as SqueezeBERT's 1x1 convolution over the sequence")
+
+
+def _attention_act(self: LowererApi, node: NodeProto, ctx: Context) -> Act:
+    return Act(_attention(self, node, ctx))
+
+
 def _attention(self: LowererApi, node: NodeProto, ctx: Context) -> int:
     s = ctx.probs.scores
     q, k, v = s.q, s.k, ctx.v
     if (v.heads, v.dim) != (q.heads, q.dim):
         raise self.fail("value heads differ from query heads")
+    if v.scale != 1.0:
+        raise self.fail("a scale on the value heads is not part of the attention pattern")
     mask = s.mask
     name = s.name.rsplit("/", 1)[0] + "/" if "/" in s.name else s.name
+    arrays = [s.bias, *deberta.rel_arrays(self, s)] if s.rel else [s.bias]
     return self.emit(OP_ATTENTION, name, [q.value, k.value, v.value], q.heads * q.dim,
-                     params=[q.heads, q.dim, 0, 0, 0, mask.slot if mask else -1],
+                     arrays=arrays if any(a is not None for a in arrays) else [],
+                     params=[q.heads, q.dim, 0, 0, 0, mask.slot if mask else -1,
+                             int(bool(mask and mask.outer))],
                      floats=[s.scale, mask.v0 if mask else 0.0, mask.v1 if mask else 0.0])
+
+
+def op_Not(self: LowererApi, node: NodeProto, ins: list[Any]) -> Any:
+    if (v := deberta.not_mask(ins)) is not None:
+        return v
+    return roberta.op_Not(self, node, ins)

@@ -68,6 +68,8 @@ def merge_qkv(ir: Ir) -> int:
 
 
 def _mergeable(q: IrOp, others: list[IrOp]) -> bool:
+    if any(f.fc.groups > 1 for f in [q, *others]):  # type: ignore[union-attr]
+        return False  # grouped FCs keep their own column blocks
     return all(f.ins[0] == q.ins[0] and f.fc.wtype == q.fc.wtype  # type: ignore[union-attr]
                and f.params[3] == ACT_NONE and q.params[3] == ACT_NONE
                and (f.bias is None) == (q.bias is None) for f in others)
@@ -139,19 +141,34 @@ def _ready_before(ir: Ir, producer: dict[int, IrOp], v: int, op: IrOp) -> bool:
     return True
 
 
+def drop_dead(ir: Ir) -> int:
+    """Drops ops whose value nothing reads (a fused pattern that broke half way left them:
+    its consumer fell back and recomputed the tensor generically). Returns how many."""
+    live = {v for _, v in ir.outputs}
+    keep: list[IrOp] = []
+    for op in reversed(ir.ops):
+        if op.out in live:
+            keep.append(op)
+            live.update(v for v in op.ins if v >= 0)
+    dropped = len(ir.ops) - len(keep)
+    ir.ops[:] = keep[::-1]
+    return dropped
+
+
 def allocate(ir: Ir) -> tuple[dict[int, int], list[int]]:
     """value id -> buffer id, and the columns of each buffer."""
     last: dict[int, int] = {}
     for i, op in enumerate(ir.ops):
         for v in op.ins:
-            last[v] = i
+            if v >= 0:  # -1: a fallback op's constant operand
+                last[v] = i
     pinned = {v for _, v in ir.outputs}
     assign: dict[int, int] = {}
     cols: list[int] = []
-    seqs: list[bool] = []
+    seqs: list[int] = []
     free: list[int] = []
     for i, op in enumerate(ir.ops):
-        need, seq = ir.cols[op.out], op.out in ir.seq_values
+        need, seq = ir.cols[op.out], ir.kind(op.out)
         # Buffers carry their width (the executor's row stride) and row kind (per token or
         # per sequence), so reuse needs both equal.
         fits = [b for b in free if cols[b] == need and seqs[b] == seq]
@@ -164,7 +181,7 @@ def allocate(ir: Ir) -> tuple[dict[int, int], list[int]]:
         if buf in free:
             free.remove(buf)
         assign[op.out] = buf
-        done = {v for v in op.ins if last.get(v) == i and v not in pinned}
+        done = {v for v in op.ins if v >= 0 and last.get(v) == i and v not in pinned}
         if op.out not in last and op.out not in pinned:
             done.add(op.out)
         free.extend(assign[v] for v in done if assign[v] not in free)

@@ -29,14 +29,16 @@ OP_NAME_LEN = 64
 OP_EMBED, OP_LAYERNORM, OP_FC, OP_GELU, OP_ADD, OP_ATTENTION = 1, 2, 3, 4, 5, 6
 OP_NONORM, OP_TRIGRAM = 7, 8  # MobileBERT: NoNorm after a residual; the trigram embedding input
 OP_ROW = 9  # one token's row per sequence (BERT's pooler reads [CLS]); p0 its position
+OP_GENERIC = 10  # the generic fallback: one plain kernel of an ONNX op (lower_generic.py)
 OP_NAMES = {OP_EMBED: "Embed", OP_LAYERNORM: "LayerNorm", OP_FC: "FC", OP_GELU: "Gelu",
             OP_ADD: "Add", OP_ATTENTION: "Attention", OP_NONORM: "NoNorm",
-            OP_TRIGRAM: "Trigram", OP_ROW: "Row"}
+            OP_TRIGRAM: "Trigram", OP_ROW: "Row", OP_GENERIC: "Fallback"}
 W_F32, W_I8, W_Q4_0 = 0, 1, 2
 ACT_NONE, ACT_GELU, ACT_GELU_TAB, ACT_RELU = 0, 1, 2, 3
 ACT_TANH, ACT_GELU_TANH = 4, 5  # run as a row pass after the GEMM (the pooler; ALBERT's gelu_new)
 GELU_ERF, GELU_TABLE, GELU_TANH = 0, 1, 2  # OP_GELU's p0
-BUF_TOKENS, BUF_SEQS = 0, 1  # a buffer's rows: one per token, or one per sequence (after OP_ROW)
+BUF_TOKENS, BUF_SEQS, BUF_FLAT = 0, 1, 2  # a buffer's rows: one per token, one per sequence
+# (after OP_ROW), or one row of a fallback tensor's elements
 ROLE_IDS, ROLE_MASK, ROLE_TYPE, ROLE_OTHER = 0, 1, 2, 3
 SRC_POSITION = -1  # EMBED source: the token's position; >= 0 input slot; <= -2 fixed row
 

@@ -7,6 +7,7 @@ depend on the cap (the executor picks its kernel table at run time), so neither 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ def plan(device: Device, given: PlanInput, fused: bool) -> RoutePlan:
     return RoutePlan("custom", plan_file.remote, (plan_file, binary),
                      options={"fused": int(fused), "isa_cap": device.isa or "native"},
                      build_flags={"plan_ops": info["n_ops"], "plan_key": plan_file.sha256[:12],
+                                  # a fact (_count), not a configuration flag
+                                  "plan_fallback_count": len(info.get("fallback", [])),
                                   "build_s": round(build_s, 3)},
                      sizes={"runtime": binary.size, "code": 0, "weights": plan_file.size})
 
@@ -64,16 +67,25 @@ def build(model_path: Path, device: Device, fused: bool,
 
 
 def check(forms: ModelForms) -> Verdict:
-    """Whether the lowerer takes the canonical file (op by op, naming the first it cannot)."""
+    """Whether the lowerer takes the canonical file (op by op, naming the first node no
+    kernel, fused or fallback, can run), and which nodes run as fallback kernels."""
     import onnx
 
     from farm.routes.custom.lower import lower
+    from farm.routes.custom.passes import drop_dead
 
     try:
         ir = lower(onnx.load(str(forms.canonical_path())))
     except FarmError as exc:
         return failure("lower", exc)
-    return {"ok": True, "stage": "lower", "reason": f"{len(ir.ops)} executor ops"}
+    drop_dead(ir)
+    verdict: Verdict = {"ok": True, "stage": "lower", "reason": f"{len(ir.ops)} executor ops"}
+    if ir.fallback:
+        ops = Counter(op for _, op, _ in ir.fallback)
+        verdict["reason"] += (f", {len(ir.fallback)} nodes on fallback kernels ("
+                              + ", ".join(f"{n} {o}" for o, n in ops.most_common()) + ")")
+        verdict["fallback"] = [{"node": n, "op": o, "why": w} for n, o, w in ir.fallback]
+    return verdict
 
 
 ROUTE = Route("custom", label="custom executor", plan=plan, build=build, check=check,

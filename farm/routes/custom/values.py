@@ -8,7 +8,7 @@ it as an executor op writing an activation (`Act`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +32,9 @@ class MaskFn:
     slot: int
     v0: float
     v1: float
+    # DeBERTa's m_i * m_j: the value masks key j where m_j is 0, and a query row where m_i is
+    # 0 gets the uniform softmax (lower_deberta.py)
+    outer: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class Heads:
     heads: int
     dim: int
     transposed: bool  # K laid out as [N, D, S]
+    scale: float = 1.0  # SDPA's exports multiply Q and Kᵀ each by sqrt(1/sqrt(d))
+    rank3: bool = False  # viewed as [B*N, S, D] (DeBERTa), Kᵀ then by Transpose [0, 2, 1]
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,11 @@ class Scores:
     scale: float
     mask: MaskFn | None
     name: str
+    # an additive bias [heads, S, S] on the scaled scores (MPNet's relative position bias,
+    # a constant at the bound sequence length)
+    bias: np.ndarray | None = field(default=None, compare=False)
+    # DeBERTa's relative terms (lower_deberta.RelTerm), added after the scale
+    rel: tuple = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
