@@ -203,7 +203,7 @@ def test_tags_in_the_store(tmp_path):
 
 
 # -- end to end: real benches on `local` ---------------------------------------------------
-BENCH = ["bench", "--routes", "ort", "--runs", "40", "--min-time", "0.3", "--max-time", "2",
+BENCH = ["bench", "--routes", "ort", "--runs", "40", "--min-time", "0.2", "--max-time", "2",
          "--warmup", "3", "--warmup-time", "0.05", "--profile-runs", "1", "--pause", "0",
          "--output", "json"]
 
@@ -230,11 +230,12 @@ def test_gate_on_real_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     model, store = tmp_path / "encoder.onnx", tmp_path / "r.sqlite"
     _encoder(model, 2)
+    # the floor's A/A runs are 4 rounds each (quicker); the gated runs the default 6
     assert main(["devices", "calibrate", "local", "--model", str(model), "--pairs", "2",
-                 "--store", str(store), "--output", "json"]) == 0
+                 "--rounds", "4", "--store", str(store), "--output", "json"]) == 0
     floor = json.loads(capsys.readouterr().out)
     assert floor["device"] == "local" and len(floor["pairs"]) == 2
-    assert floor["floor_pct"]["median"] >= 0 and floor["workload"]["rounds"] == 6
+    assert floor["floor_pct"]["median"] >= 0 and floor["workload"]["rounds"] == 4
     base = _bench(model, store, capsys)
     assert main(["results", "tag", base, "main", "--store", str(store)]) == 0
     capsys.readouterr()

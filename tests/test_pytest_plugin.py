@@ -94,7 +94,7 @@ def test_sample_suite_on_local(tmp_path):
     out = second.stdout
     # the deliberate failure fails alone; the gate against main passes on an unchanged model
     assert second.returncode == 1, out + second.stderr
-    assert "2 passed" in out and "1 failed" in out
+    assert "2 passed" in out and "1 failed" in out, out
     assert any(f"GATE {v}" in out for v in ("not slower", "within limit", "within noise",
                                              "slower, not significant")), out
     assert "gate vs main (p10, limit +10.0%)" in out and "over 6/6 rounds, floor ±" in out
