@@ -16,7 +16,7 @@ from farm.results.store import ResultStore
 
 URL = "mysql://u:s3cret@host:1/db"
 FAST = ["--routes", "ort", "--runs", "5", "--min-time", "0", "--max-time", "2", "--warmup",
-        "1", "--warmup-time", "0", "--profile-runs", "1", "--pause", "0"]
+        "1", "--warmup-time", "0", "--profile-runs", "1", "--pause", "0", "--rounds", "1"]
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = ["--runs", "3", "--min-time", "0", "--warmup", "0", "--warmup-time", "0",
-        "--profile-runs", "0", "--pause", "0"]
+        "--profile-runs", "0", "--pause", "0", "--rounds", "1"]
 CHATTER = "divide by zero encountered"
 
 

@@ -93,7 +93,7 @@ def test_a_fourth_route_from_a_package_runs_everywhere(plugin: Path, tmp_path: P
     home = tmp_path / "home"
     home.mkdir()
     quick = ["--runs", "5", "--min-time", "0.2", "--warmup", "1", "--warmup-time", "0",
-             "--pause", "0", "--profile-runs", "1"]
+             "--pause", "0", "--profile-runs", "1", "--rounds", "1"]
     bench = farm(plugin, home, "bench", "--device", "local", "--model", "tiny",
                  "--routes", f"ort,{NAME},{NAME}-unfused", *quick, "--output", "json")
     assert bench.returncode == 0, bench.stderr[-3000:]

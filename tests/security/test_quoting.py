@@ -68,7 +68,8 @@ def _bench(inventory: Path, device: str, model: str, store: Path) -> int:
     return farm_main(["--inventory", str(inventory), "bench", "--device", device,
                       "--model", model, "--routes", "ort", "--runs", "3", "--min-time", "0",
                       "--warmup", "1", "--warmup-time", "0", "--profile-runs", "0",
-                      "--pause", "0", "--store", str(store), "--output", "json"])
+                      "--pause", "0", "--rounds", "1", "--store", str(store),
+                      "--output", "json"])
 
 
 def _no_pwned(lab, device: str, *roots: Path) -> None:

@@ -47,7 +47,8 @@ def test_no_key_material_in_anything_farm_writes(lab, tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     inv = str(lab.inventory_path)
     fast = ["--model", "tiny", "--routes", "ort", "--runs", "3", "--min-time", "0",
-            "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1", "--pause", "0"]
+            "--warmup", "1", "--warmup-time", "0", "--profile-runs", "1", "--pause", "0",
+            "--rounds", "1"]
     assert farm_main(["--inventory", inv, "devices", "check", "--all"]) == 0
     assert farm_main(["--inventory", inv, "deploy", "--device", "lab1"]) == 0
     assert farm_main(["--inventory", inv, "bench", "--device", "lab1", "--device", "lab2",
