@@ -24,8 +24,9 @@ from farm.results.store import default_store_path
 from farm.testing.result import FarmResult
 
 # a test bench is short by default: the suite's wall time matters more than a tight CI.
-# It still runs rounds: a gate judges rounds, not samples (DEFAULT_ROUNDS of one route,
-# each a fresh runner process measuring >= 0.2 s)
+# It still runs rounds: a gate judges rounds, not samples (the session's rounds, from
+# --farm-rounds, default DEFAULT_ROUNDS, of one route, each a fresh runner process measuring
+# >= 0.2 s)
 FAST_POLICY = Policy(warmup_runs=3, warmup_min_s=0.1, min_runs=10, min_time_s=0.2,
                      max_time_s=2.0)
 
