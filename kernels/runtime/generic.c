@@ -464,7 +464,7 @@ static void run_reduce(fk_exec *e, const fk_op *op, const int64_t *a) {
     float *y = e->buf[op->out];
     const float init = f == 2 || f == 8 ? -INFINITY : f == 3 ? INFINITY : f == 4 ? 1.0f : 0.0f; /* 8, log-sum-exp: max first, for range */
     for (int64_t i = 0; i < out_n; i++) y[i] = init;
-    const int64_t inner = dims[r - 1], si = os[r - 1];
+    const int64_t inner = r ? dims[r - 1] : 1, si = r ? os[r - 1] : 0; /* a rank-0 input: one element */
     const int sum = f == 0 || f == 1;
     int64_t idx[FK_GEN_RANK] = {0}, off = 0;
     for (int64_t t = 0; t < total; t += inner) {
