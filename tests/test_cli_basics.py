@@ -3,6 +3,7 @@ is not there is the same error (exit 1, the same message) whichever command name
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,18 @@ def test_a_missing_model_file_exits_1_everywhere(argv: list[str], tmp_path: Path
     model = [missing] if argv[0] == "models" else ["--model", missing]
     assert main([*argv, *model]) == 1
     assert f"model file {missing} does not exist" in capsys.readouterr().err
+
+
+def test_models_check_takes_the_model_names_bench_takes(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`farm models check tiny` checks the file the preset builds to (the error's hint names
+    preset names; before, only a path was accepted)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FARM_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("FARM_INVENTORY", raising=False)
+    assert main(["models", "check", "tiny", "--output", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert Path(report["file"]).name.startswith("tiny-fp32-")
+    assert set(report["routes"]) == {"ort", "tvm", "custom"}
+    assert all(v["ok"] for v in report["routes"].values())

@@ -1,6 +1,6 @@
 """Issue 28: encoders beyond BERT's pattern (MPNet, DeBERTa-v2/v3, SqueezeBERT, ELECTRA,
-XLM-RoBERTa and a classification head), exported as optimum does (the corpus's
-farm/models/corpus/hf_encoders.py),
+XLM-RoBERTa and a classification head, MPNet with the sentence-transformers head), exported
+as optimum does (the corpus's farm/models/corpus/hf_encoders.py),
 through all three routes on `local` (fused: MPNet's position bias, SqueezeBERT's grouped
 convolutions, DeBERTa's disentangled attention; DeBERTa's embedding mask product on the
 generic fallback kernels) and on the emulated aarch64 `pixel7`;
@@ -71,6 +71,30 @@ def test_fused_families_lower_fully(family: str, tmp_path: Path) -> None:
     custom = check_file(export(family, tmp_path), ROUTES,
                         make_spec([], 1, 16))["routes"]["custom"]
     assert custom["ok"] and not custom.get("fallback"), custom
+
+
+def test_sentence_embedding_head_on_fallback_kernels(tmp_path: Path) -> None:
+    """sentence-transformers' mean pooling and L2 normalise (mpnetst) as exported: the head's
+    elementwise, reduction and broadcast nodes run on the generic kernels, the encoder stays
+    fused; its cost beside the encoder's is benchmarks/real_exports.py's `fallback` category.
+    Agreement with ORT: tests/kernels/test_corpus_matrix.py."""
+    import onnxruntime as ort
+
+    from farm.models import make_inputs
+
+    path = export("mpnetst", tmp_path)
+    (out,) = onnx.load(str(path)).graph.output
+    assert out.name == "sentence_embedding"
+    assert out.type.tensor_type.shape.dim[0].dim_param == "batch_size"
+    emb = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, make_inputs(path, 0, {"input_ids": [2, 16], "attention_mask": [2, 16]}))[0]
+    assert emb.shape == (2, 64) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
+    custom = check_file(path, ROUTES, make_spec([], 1, 16))["routes"]["custom"]
+    assert custom["ok"], custom
+    nodes = custom["fallback"]
+    assert not any(n["node"].startswith("/hf/") for n in nodes), nodes
+    assert {n["op"] for n in nodes} == {"Expand", "Cast", "Mul", "ReduceSum", "Clip", "Div",
+                                        "ReduceL2"}, nodes
 
 
 def test_node_without_any_kernel_is_unavailable_by_name(tmp_path: Path) -> None:

@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--output", choices=["table", "json"], default="table")
     build.set_defaults(func=run_build)
     check = actions.add_parser("check", help="what a model file is and which routes take it")
-    check.add_argument("file", metavar="FILE.onnx")
+    check.add_argument("file", metavar="FILE.onnx|PRESET|corpus:NAME",
+                       help="an .onnx file, or a model name bench takes (built, then checked)")
     add_shape_options(check)
     check.add_argument("--output", choices=["table", "json"], default="table")
     check.set_defaults(func=run_check)
@@ -82,6 +83,7 @@ def run_check(args: argparse.Namespace) -> int:
     """Exit 0 when every route takes the file, 3 when some do, 1 when none does."""
     from pathlib import Path
 
+    from farm.models.build import resolve_model
     from farm.models.check import load_checked
     from farm.models.frontend import make_spec
     from farm.routes import ROUTES
@@ -90,7 +92,13 @@ def run_check(args: argparse.Namespace) -> int:
     # the file-level judgement every command shares (a missing, empty, oversized or non-ONNX
     # file is one BuildError line, exit 1, as in bench, build and deploy); what the routes
     # then make of a valid file, ORT's refusal included, is the report's
-    load_checked(Path(args.file))
+    path = Path(args.file)
+    if not path.exists() and (args.file in PRESETS or args.file.startswith("corpus:")):
+        # the names bench takes: a preset or corpus file is built (cached) and checked as the
+        # file it builds to, so the report names that file
+        path = resolve_model(args.file).path
+    load_checked(path)
+    args.file = str(path)
     # the front-end's and TVM's chatter while checking goes to .farm/logs/ (farm.libout)
     with capture("models check") as cap:
         report = check_file(args.file, ROUTES, make_spec(args.shapes, args.batch, args.seq))

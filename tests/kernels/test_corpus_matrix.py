@@ -30,11 +30,14 @@ pytestmark = pytest.mark.slow
 ALL = names("@small")
 # issue 28's Hugging Face exports (torch-built: a chosen few, ~2 s each): every family with
 # dynamic axes, fixed axes where the plan differs, the quantizers on fused and fallback files
-# (quantised DeBERTa: quantize_dynamic writes its If before what the branches read)
+# (quantised DeBERTa: quantize_dynamic writes its If before what the branches read), the
+# sentence-transformers head (mpnetst: pooling and L2 normalise on the fallback kernels)
+# behind a quantised encoder
 HF = [n for n in hf_names("@small") if n.endswith("-dynamic@small")] + [
     "deberta-opset18-fixed@small", "squeezebert-opset18-fixed@small",
     "deberta-opset18-dynamic+qdynamic@small", "mpnet-opset18-dynamic+qdynamic@small",
     "electra-opset18-dynamic+qdynamic@small", "xlmrcls-opset18-dynamic+qdynamic@small",
+    "mpnetst-opset18-dynamic+qdynamic@small",
     "squeezebert-opset18-dynamic+qdq@small", "xlmr-opset18-dynamic+qdq@small"]
 ON_AARCH64 = [n for n in ALL if "-opset14-fixed" in n] + [
     "mpnet-opset18-fixed@small", "squeezebert-opset18-fixed@small", "deberta-opset18-fixed@small"]

@@ -14,9 +14,11 @@ NAME = ``{family}-opset{11|14|17|18}-{fixed|dynamic}[+ortopt][+qdynamic|+qdq|+q4
   calibration on 8 generated feeds) and the 4-bit MatMulNBits quantizer (farm's quantize.py,
   the real tools);
 - ``mpnet``, ``deberta`` (v2 with v3's settings), ``squeezebert``, ``electra``, ``xlmr``,
-  ``xlmrcls`` (XLM-RoBERTa with its classification head): real exports of random-init
-  Hugging Face models the way optimum exports them (hf_encoders.py; opset 18 only, fixed or
-  dynamic axes, ``+qdynamic|+qdq``; needs the `export` extra: torch, transformers 4.x);
+  ``xlmrcls`` (XLM-RoBERTa with its classification head), ``mpnetst`` (MPNet with the
+  sentence-transformers head: mean pooling over the mask, L2 normalise): real exports of
+  random-init Hugging Face models the way optimum exports them (hf_encoders.py; opset 18
+  only, fixed or dynamic axes, ``+qdynamic|+qdq``; needs the `export` extra: torch,
+  transformers 4.x);
 - ``@small``: test dims (2 layers, hidden 64, seq 16); default bench size (6 layers, hidden
   384, 12 heads, seq 128, vocab 30522).
 `corpus_model(name, out_dir) -> Path` builds (cached by name, generator source, ORT version
@@ -70,8 +72,8 @@ def _hint() -> str:
     return ("use corpus:{bert|distilbert|roberta|albert}-opset{11|14|17|18}-{fixed|dynamic}"
             "[+ortopt][+qdynamic|+qdq|+q4][@small] or "
             "corpus:mobilebert-opset{14|17}-fixed[+qdynamic|+qdq|+q4][@small] or "
-            "corpus:{mpnet|deberta|squeezebert|electra|xlmr|xlmrcls}-opset18-{fixed|dynamic}"
-            "[+qdynamic|+qdq][@small]")
+            "corpus:{mpnet|deberta|squeezebert|electra|xlmr|xlmrcls|mpnetst}-opset18-"
+            "{fixed|dynamic}[+qdynamic|+qdq][@small]")
 
 
 def parse(name: str) -> tuple[str, int, bool, list[str], Dims | MobileBertConfig]:
