@@ -10,13 +10,15 @@ Files: `corpus:{family}-{export}{+tool}` (farm/models/corpus; the issue-28 encod
 random-init Hugging Face models, hf_encoders.py; bench size = 6 layers,
 hidden 384, 12 heads, seq 128, vocab 30522, random weights; MobileBERT at its own size, the
 `mobilebert` preset's, fixed axes only). One `run_bench` per file on `local` at 1 thread,
-`--rounds` interleaved rounds, routes ort, tvm, custom (untuned TVM). Printed per file and
-route: status, median ms, the spread of its round medians, VmHWM MiB, and the accuracy rule's
-verdict against the reference (ORT on the fp32 file, or on the same pre-quantised file), the
-1-min load average after the file; with `--profile N`, custom's per-category ms (where a
-miss comes from: `fallback` is the generic kernels' share); then the targets of issue #11 it
-can check: TVM dynamic / fixed axes median <= 1.2, custom <= min(ORT, TVM) on fp32 files and
-<= 0.9 x on quantised ones (issue 28). `--isa LEVEL` caps custom and TVM (FARM_ISA); ORT
+`--rounds` interleaved rounds, routes ort, tvm, custom (untuned TVM); `--device NAME
+--inventory FILE` runs the files on another device (the lab's emulated aarch64 `pixel7`).
+Printed per file and route: status, median ms, the spread of its round medians, VmHWM MiB,
+and the accuracy rule's verdict against the reference (ORT on the fp32 file, or on the same
+pre-quantised file), the 1-min load average after the file; with `--profile N`, custom's
+per-category ms (where a miss comes from: `fallback` is the generic kernels' share); then
+the targets of issue #11 it can check: TVM dynamic / fixed axes median <= 1.2, custom <=
+min(ORT, TVM) on fp32 files and <= 0.9 x on quantised ones (issue 28).
+`--isa LEVEL` caps custom and TVM (FARM_ISA); ORT
 cannot be capped and runs at the CPU's own level.
 Timings are one run on whatever the machine is doing: say how loaded it was.
 """
@@ -36,6 +38,7 @@ from typing import Any
 
 from farm.bench.config import BenchConfig, Policy
 from farm.bench.runner import run_bench
+from farm.inventory import Device, load_inventory
 from farm.inventory.builtin import local_device
 from farm.models.corpus import hf_names
 from farm.models.corpus import names as corpus_names
@@ -44,9 +47,10 @@ from farm.results.store import ResultStore
 ROUTES = ("ort", "tvm", "custom")
 
 
-def run_file(model: str, work: Path, policy: Policy, rounds: int,
-             profile_runs: int) -> dict[str, dict[str, Any]]:
-    dev = dataclasses.replace(local_device(), workdir=str(work / "wd"))
+def run_file(model: str, work: Path, policy: Policy, rounds: int, profile_runs: int,
+             device: Device | None = None) -> dict[str, dict[str, Any]]:
+    # `local` works in the file's own directory; an inventory device in its own workdir
+    dev = device or dataclasses.replace(local_device(), workdir=str(work / "wd"))
     # rounds interleave the routes (the bench's seeded order), so a busy moment of a shared
     # machine hits them alike; the median pools the rounds' samples
     config = BenchConfig(model=model, routes=ROUTES, policy=policy, pause_s=0.5,
@@ -87,13 +91,19 @@ def main() -> int:
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="profiled runs per key after the timed ones (per-category ms)")
     ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--device", metavar="NAME", help="an inventory device instead of `local` "
+                    "(the lab's emulated aarch64 `pixel7`: `farm lab up`, then --inventory "
+                    "with the lab's inventory; use --small there, qemu-user is slow)")
+    ap.add_argument("--inventory", metavar="FILE", help="devices.yaml holding --device")
     args = ap.parse_args()
+    device = load_inventory(args.inventory).get(args.device) if args.device else None
     policy = Policy(warmup_runs=3, warmup_min_s=0.3, min_runs=10, min_time_s=args.min_time,
                     max_time_s=max(10.0, 4 * args.min_time))
     suffix = "@small" if args.small else ""
     if args.isa:
         os.environ["FARM_ISA"] = args.isa  # local_device() reads it
-    print(f"cpu: {_cpu_name()}; isa cap: {args.isa or 'none'}; 1 thread; "
+    print(f"device: {args.device or 'local'}; host cpu: {_cpu_name()}; "
+          f"isa cap: {args.isa or 'none'}; 1 thread; "
           f"{args.rounds} rounds x min {args.min_time} s", flush=True)
     # combinations a family's exporter does not write are left out
     exported = set(corpus_names(suffix)) | set(hf_names(suffix))
@@ -114,7 +124,8 @@ def main() -> int:
             work = Path(tmp) / name.replace("+", "_")
             work.mkdir(parents=True)
             try:
-                rows[name] = run_file(f"corpus:{name}", work, policy, args.rounds, args.profile)
+                rows[name] = run_file(f"corpus:{name}", work, policy, args.rounds, args.profile,
+                                      device)
             except Exception as exc:
                 rows[name] = {"error": {"status": "error", "detail": str(exc)[:200]}}
             # a file's builds and work dir are ~300 MB at bench size: 168 of them filled /tmp
@@ -132,7 +143,7 @@ def main() -> int:
             for r in rows[name].values():
                 r["load1"] = load
             print(f"{name:44s} load1 {load:.2f}", flush=True)
-    _targets(rows)
+    _targets(rows, speed=not (device and device.emulated))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
@@ -150,18 +161,22 @@ def _med(rows: dict[str, dict[str, Any]], name: str, route: str) -> float | None
     return r.get("median_ms") if r.get("status") == "ok" else None
 
 
-def _targets(rows: dict[str, dict[str, Any]]) -> None:
+def _targets(rows: dict[str, dict[str, Any]], speed: bool = True) -> None:
     print("\ntargets:")
+    if not speed:  # qemu-user's latencies say nothing about the CPU it stands for
+        print("  speed: not judged on an emulated device (timings under qemu-user)")
     dyn_ratios: list[float] = []
     custom_ratios: list[float] = []
     for name in rows:
-        if "-dynamic" in name:
+        if "-dynamic" in name and speed:
             fixed = name.replace("-dynamic", "-fixed")
             a, b = _med(rows, name, "tvm"), _med(rows, fixed, "tvm")
             if a and b:
                 dyn_ratios.append(a / b)
                 print(f"  TVM dynamic/fixed {name}: {a / b:.2f} (target <= 1.2)")
         c, o, t = (_med(rows, name, r) for r in ("custom", "ort", "tvm"))
+        if not speed:
+            continue
         best = min(x for x in (o, t) if x) if (o or t) else None
         if c and best:
             # issue 28: a quantised file's target is 0.9 (the executor's int8 GEMM)
