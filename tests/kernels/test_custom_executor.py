@@ -88,12 +88,16 @@ def test_profile_of_fused_segments_adds_up_at_two_threads(tiny, tmp_path, exe_x8
     once, each with time, and the per-op total is the profiled run's wall time (not twice it,
     as summing both threads' times would give)."""
     model, plan = _plan(tiny, tmp_path, variant)
-    res = run_exec(exe_x86, plan, model, tmp_path, "--threads", "2", "--profile-runs", "5")
+    res = run_exec(exe_x86, plan, model, tmp_path, "--threads", "2", "--profile-runs", "20")
     assert res.rc == 0, res.stderr
     ops, info = res.ev("ops")[0], res.ev("info")[0]
     assert len(ops["nodes"]) == info["ops"]
     assert all(n["ms"] > 0 for n in ops["nodes"] if n["op"] in ("FC", "Attention", "LayerNorm"))
-    assert 0.6 * ops["run_ms"] <= ops["total_ms"] <= 1.1 * ops["run_ms"], ops
+    # the bound that matters is the upper one (both threads' times summed would be ~2x);
+    # below, a ~0.2 ms run at 2 threads on a 2-vCPU host busy with the rest of the suite
+    # waits for its second thread, time no op owns (0.55 seen in a full-suite run after
+    # the GEMMs got faster; 0.7-0.9 alone)
+    assert 0.4 * ops["run_ms"] <= ops["total_ms"] <= 1.1 * ops["run_ms"], ops
     assert ops["categories"]["fc"] > ops["categories"]["layernorm"] > 0
 
 
