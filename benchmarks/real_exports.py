@@ -167,16 +167,14 @@ def _targets(rows: dict[str, dict[str, Any]], speed: bool = True) -> None:
         print("  speed: not judged on an emulated device (timings under qemu-user)")
     dyn_ratios: list[float] = []
     custom_ratios: list[float] = []
-    for name in rows:
-        if "-dynamic" in name and speed:
+    for name in rows if speed else ():  # not judged: no per-file ratios, no summaries
+        if "-dynamic" in name:
             fixed = name.replace("-dynamic", "-fixed")
             a, b = _med(rows, name, "tvm"), _med(rows, fixed, "tvm")
             if a and b:
                 dyn_ratios.append(a / b)
                 print(f"  TVM dynamic/fixed {name}: {a / b:.2f} (target <= 1.2)")
         c, o, t = (_med(rows, name, r) for r in ("custom", "ort", "tvm"))
-        if not speed:
-            continue
         best = min(x for x in (o, t) if x) if (o or t) else None
         if c and best:
             # issue 28: a quantised file's target is 0.9 (the executor's int8 GEMM)

@@ -98,10 +98,9 @@ def run_check(args: argparse.Namespace) -> int:
         # file it builds to, so the report names that file
         path = resolve_model(args.file).path
     load_checked(path)
-    args.file = str(path)
     # the front-end's and TVM's chatter while checking goes to .farm/logs/ (farm.libout)
     with capture("models check") as cap:
-        report = check_file(args.file, ROUTES, make_spec(args.shapes, args.batch, args.seq))
+        report = check_file(path, ROUTES, make_spec(args.shapes, args.batch, args.seq))
     if cap.summary():
         Console(stderr=True).print(f"farm: {cap.summary()}", markup=False, highlight=False,
                                    soft_wrap=True)
