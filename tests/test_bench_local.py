@@ -356,9 +356,13 @@ def test_bench_without_routes_measures_every_route_it_can_and_names_the_rest(
     assert "local: skipped custom: cannot build the custom route" in out.out
     assert "local/custom: skipped (not named by --routes)" in out.err
     with ResultStore(store) as s:
-        statuses = {r["route"]: r["status"] for r in s.records(s.resolve_run("latest"))}
+        recs = s.records(s.resolve_run("latest"))
         meta = s.runs()[-1].meta
+    statuses = {r["route"]: r["status"] for r in recs}
     assert statuses == {"ort": "ok", "tvm": "ok", "custom": "unavailable"}
+    (why,) = [r["status_detail"] for r in recs if r["route"] == "custom"]
+    assert "graph input 'x' is float, not int64/int32 token ids" in why
+    assert "token-id text encoders" in why, why
     assert meta["routes"] == list(ROUTES) and meta["config"]["routes_default"] is True
     bench_help = build_parser()._subparsers._group_actions[0].choices["bench"].format_help()
     assert "default: every route the device offers" in " ".join(bench_help.split())

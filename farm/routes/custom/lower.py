@@ -204,8 +204,11 @@ class Lowerer:
         for gi in (i for i in g.input if i.name not in inits):
             et = gi.type.tensor_type.elem_type
             if et not in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
-                raise BuildError(f"custom plan: graph input {gi.name!r} is not int64/int32 ids",
-                                 hint="the custom executor takes token ids and masks only")
+                kind = onnx.TensorProto.DataType.Name(et).lower()
+                raise BuildError(
+                    f"custom plan: graph input {gi.name!r} is {kind}, not int64/int32 token "
+                    "ids: the custom executor runs token-id text encoders (BERT-like) only",
+                    hint="use the ort or tvm route for this model")
             low = gi.name.lower()
             role = (ROLE_MASK if "mask" in low else ROLE_TYPE if "type" in low
                     else ROLE_IDS if "id" in low else ROLE_OTHER)
