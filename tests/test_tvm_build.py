@@ -233,3 +233,21 @@ def test_isa_cap_takes_the_wide_vectors_out_of_the_library(tiny_model: Path) -> 
     if "avx512f" in host.features:
         wide = build_tvm(tiny_model, host)
         assert wide.key != art.key and zmm(wide.kernels_path)
+
+
+@pytest.mark.tvm
+def test_row_tile_fills_sixteen_registers_with_a_masked_last_tile() -> None:
+    """On 16-register targets (AVX2) the GEMM tile takes 6 rows (12 accumulators) even
+    where 6 does not divide the rows, the last tile masked (128 tokens: 21 tiles of 6 and
+    one of 2); few rows keep a dividing tile; 32-register targets never mask. The masked
+    tile's numbers are checked end to end by the capped bench of every route
+    (tests/test_bench_local.py, --isa avx2: outputs judged against ORT)."""
+    from farm.routes.tvm.api_rules import _row_tile
+
+    assert _row_tile(128, 6, narrow=True) == 6
+    assert _row_tile(32, 6, narrow=True) == 6  # the suite's tiny encoder: 5 tiles and a 2
+    assert _row_tile(16, 6, narrow=True) == 4  # under 4 full tiles: the largest divisor
+    assert _row_tile(12, 6, narrow=True) == 6
+    assert _row_tile(128, 8, narrow=False) == 8
+    assert _row_tile(100, 8, narrow=False) == 4  # wide targets: a divisor, never masked
+    assert _row_tile(7, 1, narrow=True) == 1
