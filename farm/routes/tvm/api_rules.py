@@ -59,7 +59,7 @@ def _row_tile(ext_i: int, budget_rows: int, narrow: bool) -> int | None:
     and 128x128x512 GEMMs: 81-84 -> 89-93 GFLOP/s at p10)."""
     rows = tuple(r for r in (12, 8, 6, 4, 3, 2, 1) if r <= budget_rows)
     ti = _largest_divisor(ext_i, rows)
-    if narrow and rows and ti is not None and ti < rows[0] and ext_i >= 4 * rows[0]:
+    if narrow and ti is not None and ti < rows[0] and ext_i >= 4 * rows[0]:
         return rows[0]
     return ti
 
