@@ -16,7 +16,9 @@ samples of all rounds are pooled. Prints, with each target:
 - the speed-up from 1 thread to all threads, end to end and per category, of both routes
   (issue 14: custom >= 1.8x end to end on 2 cores; a busy machine caps it, see `uptime`);
 - fp32 GEMM GFLOP/s (the preset's FFN up-projection shape, 1 thread) / FMA peak, both from
-  kernel_bench, and the fp32 model's FLOPs over custom's fastest 1-thread run / the same peak;
+  kernel_bench; the FFN chain (up, then down, per weight pair) on weights read from DRAM over
+  the same on weights in L2 (kernel_bench's gemm_f32_chain: what cold weights cost); and the
+  fp32 model's FLOPs over custom's fastest 1-thread run / the same peak;
 - fused / unfused custom end-to-end and FFN block (plan ops of the FFNs: BERT-shaped presets
   name them /ffn/, MobileBERT /ffn.N/, /intermediate/ and /output/);
 - fk_exec binary size / ORT shared library size; peak RSS (VmHWM) custom / ORT.
@@ -151,6 +153,8 @@ def main() -> int:
                 slot.setdefault("memory", ev.get("memory"))
     results["unfused"] = results["unfused"]["custom"]
     peak = gemm = 0.0
+    chain = {"hot": 0.0, "cold": 0.0}  # the FFN chain on weights in L2 / read from DRAM
+    cold_mb = 0.0
     cfg = PRESETS[args.preset]
     shape = (str(cfg.seq), str(cfg.ffn), str(getattr(cfg, "bottleneck", cfg.hidden)))  # M N K
     for _ in range(3):  # best of three: the machine may be shared
@@ -159,6 +163,10 @@ def main() -> int:
             check=True).stdout.splitlines() if x.startswith("{")]
         peak = max(peak, next(k["gflops"] for k in kb if k["kernel"] == "fma_peak"))
         gemm = max(gemm, next(k["gflops"] for k in kb if k["kernel"] == "gemm_f32"))
+        for k in kb:
+            if k["kernel"] == "gemm_f32_chain":
+                chain[k["weights"]] = max(chain[k["weights"]], k["gflops"])
+                cold_mb = k["weight_mb"] if k["weights"] == "cold" else cold_mb
 
     med = statistics.median
     print("\nend to end, median ms (custom / ORT):")
@@ -198,6 +206,10 @@ def main() -> int:
     print("\nkernels (1 thread, kernel_bench):")
     line(f"fp32 GEMM {'x'.join(shape)} {gemm:.1f} GFLOP/s / FMA peak {peak:.1f}", gemm / peak,
          TARGET_GEMM_PEAK, higher_is_better=True)
+    # no target: shows what reading the weights from DRAM costs the GEMMs (a model's weights
+    # are read once per inference); the model's end to end below pays it
+    line(f"fp32 FFN chain {chain['cold']:.1f} GFLOP/s on {cold_mb:.0f} MB of weights (cold) / "
+         f"{chain['hot']:.1f} in L2 (hot)", chain["cold"] / chain["hot"], None)
     # the whole model's multiply-adds over its fastest 1-thread run (min: the run least
     # disturbed by other work on a shared host), as a fraction of the same FMA peak
     macs = getattr(PRESETS[args.preset], "macs", None)

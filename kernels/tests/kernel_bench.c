@@ -3,7 +3,8 @@
  * within 0.5 s. Prints one JSON line per measurement:
  *   fma_peak (vector FMA throughput of the table), gemm_f32/gemm_i8/gemm_q4_0 (M x N x K; the
  *   quantised GEMMs include activation quantisation; gemm_i8_gelu/_noepi do not),
- *   attention (one head, S x S, head dim D). "gflops" counts 2 flops per multiply-add. */
+ *   attention (one head, S x S, head dim D), gemm_f32_chain (an FFN chain, below).
+ * "gflops" counts 2 flops per multiply-add. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,20 @@ static float *fill(size_t n) {
         best;                                                              \
     })
 
+/* `pairs` FFN steps of the chain below over `n` weight pairs (x and y swap each step). */
+static void ffn_chain(const fk_kernels *k, int M, int N, int K, int pairs, int n, float **wu, float **wd,
+                      const float *bias, const float *bk, const float *rs, float **x, float **y, float *h) {
+    for (int i = 0; i < pairs; i++) {
+        const int j = i % n, nj = (i + 1) % n;
+        fk_gemm_args gu = {M, N, K, *x, K, NULL, NULL, wu[j], NULL, bias, h, N, FK_EPI_BIAS_RELU, wd[j], N, NULL, 0, NULL};
+        k->gemm_f32(&gu, 0, M, 0, N);
+        fk_gemm_args gd = {M, K, N, h, N, NULL, NULL, wd[j], NULL, bk, *y, K, FK_EPI_BIAS_RES, wu[nj], K, *x, K, rs};
+        k->gemm_f32(&gd, 0, M, 0, K);
+        float *t = *x;
+        *x = *y, *y = t;
+    }
+}
+
 int main(int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "auto";
     int M = argc > 4 ? atoi(argv[2]) : 128, N = argc > 4 ? atoi(argv[3]) : 2048, K = argc > 4 ? atoi(argv[4]) : 128;
@@ -61,6 +76,29 @@ int main(int argc, char **argv) {
     g.epi = FK_EPI_BIAS_GELU;
     t = BEST(k->gemm_f32(&g, 0, M, 0, N));
     printf("{\"kernel\": \"gemm_f32_gelu\", \"table\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": %.2f}\n", k->name, M, N, K, flops / t / 1e9);
+    /* An FFN chain as a model runs it: x (M x K) -> up (K -> N, ReLU) -> down (N -> K, the
+     * residual epilogue), each GEMM prefetching the next one's weights (w_next), over `sets`
+     * weight pairs: 1 (hot: all in L2) and enough for 64 MB (cold: read from DRAM each pass,
+     * as a 100 MB model's are; the figure the weight prefetch is judged by). */
+    {
+        const size_t up = fk_packed_b_f32_size(K, N), down = fk_packed_b_f32_size(N, K);
+        const int cold = (int)((64u << 20) / ((up + down) * sizeof(float))) + 1;
+        float **wu = malloc(sizeof(float *) * cold), **wd = malloc(sizeof(float *) * cold);
+        float *wdn = fill((size_t)N * K), *x = fill((size_t)M * K), *h = fill((size_t)M * N), *y = fill((size_t)M * K);
+        float *bk = fill(K), *rs = fill(K);
+        for (int i = 0; i < cold; i++) {
+            wu[i] = aligned_alloc(64, up * 4 + 64), wd[i] = aligned_alloc(64, down * 4 + 64);
+            fk_pack_b_f32(K, N, w, N, wu[i]), fk_pack_b_f32(N, K, wdn, K, wd[i]);
+        }
+        const int sets[2] = {1, cold};
+        for (int s = 0; s < 2; s++) {
+            const int n = sets[s], pairs = cold; /* the same work either way */
+            t = BEST(ffn_chain(k, M, N, K, pairs, n, wu, wd, bias, bk, rs, &x, &y, h));
+            printf("{\"kernel\": \"gemm_f32_chain\", \"table\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"weights\": \"%s\", \"weight_mb\": %.1f, \"gflops\": %.2f}\n",
+                   k->name, M, N, K, s ? "cold" : "hot", n * (up + down) * 4.0 / (1 << 20), 4.0 * M * N * K * pairs / t / 1e9);
+        }
+    }
+
     float *gx = fill((size_t)M * N);
     for (size_t i = 0; i < (size_t)M * N; i++) gx[i] *= 8.0f;
     t = BEST(k->gelu_f32(M * N, gx, c));
