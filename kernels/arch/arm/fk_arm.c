@@ -171,11 +171,6 @@ const fk_kernels FK_FN(fk_kernels) = {
 #else
     "neon", FK_FEAT_NEON,
 #endif
-    FK_FN(fk_dot_f32), FK_FN(fk_axpy_f32), FK_FN(fk_add_f32), FK_FN(fk_scale_f32),
-    FK_FN(fk_gelu_f32), FK_FN(fk_gelu_tab_f32), FK_FN(fk_layernorm_f32),
-    FK_FN(fk_softmax_f32), FK_FN(fk_quantize_row_i8), FK_FN(fk_quantize_row_q8_0),
-    FK_FN(fk_gemm_f32), FK_FN(fk_gemm_i8), FK_FN(fk_gemm_q4_0), FK_FN(fk_attention_f32),
-    FK_FN(fk_fma_loop), FK_FN(fk_relu_f32), FK_FN(fk_nonorm_f32),
-    FK_FN(fk_tanh_f32), FK_FN(fk_gelu_tanh_f32), FK_FN(fk_residual_f32), FK_FN(fk_gather_mm_f32),
+    FK_SIMD_KERNELS
     {FK_MR, I8_MR, Q4_MR}, {FK_NR * FK_NP, FK_NR, FK_NR}, {{16, 4}, {16, 4}, {16, 4}},
 };

@@ -646,12 +646,7 @@ const fk_kernels FK_FN(fk_kernels) = {
 #else
     "avx2", FK_FEAT_AVX2 | FK_FEAT_FMA | FK_FEAT_F16C,
 #endif
-    FK_FN(fk_dot_f32), FK_FN(fk_axpy_f32), FK_FN(fk_add_f32), FK_FN(fk_scale_f32),
-    FK_FN(fk_gelu_f32), FK_FN(fk_gelu_tab_f32), FK_FN(fk_layernorm_f32),
-    FK_FN(fk_softmax_f32), FK_FN(fk_quantize_row_i8), FK_FN(fk_quantize_row_q8_0),
-    FK_FN(fk_gemm_f32), FK_FN(fk_gemm_i8), FK_FN(fk_gemm_q4_0), FK_FN(fk_attention_f32),
-    FK_FN(fk_fma_loop), FK_FN(fk_relu_f32), FK_FN(fk_nonorm_f32),
-    FK_FN(fk_tanh_f32), FK_FN(fk_gelu_tanh_f32), FK_FN(fk_residual_f32), FK_FN(fk_gather_mm_f32),
+    FK_SIMD_KERNELS
 #if defined(__AMX_INT8__) /* AMX: 32 rows x 2 panels per register block; a column cut costs
                             * 1.2-1.4x at N >= 256 (A copied into tiles per task), a row cut 1.01-1.07x */
     {FK_MR, 32, Q4_MR}, {FK_NR * FK_NP, 2 * FK_NR, FK_NR}, {{16, 4}, {64, 8}, {16, 4}},
