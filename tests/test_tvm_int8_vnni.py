@@ -1,6 +1,7 @@
-"""TVM int8 GEMMs on AVX-512 VNNI: an ONNX `MatMulInteger` as `quantize_dynamic` writes it
-(DynamicQuantizeLinear'd uint8 activation x constant int8 weight, then the dequantising
-Mul) builds to a kernel scheduled by `CpuMatmulVnni` whose machine code uses vpdpbusd, with
+"""TVM int8 GEMMs on AVX-512 VNNI (and on AVX2 without it): an ONNX `MatMulInteger` as
+`quantize_dynamic` writes it (DynamicQuantizeLinear'd uint8 activation x constant int8
+weight, then the dequantising Mul) builds to a kernel scheduled by `CpuMatmulVnni` whose
+machine code uses vpdpbusd (at avx2: `CpuMatmulPmaddwd`, exact vpmaddwd), with
 outputs equal to ORT's and no unscheduled kernel; a shape the intrinsic cannot take (K not
 a multiple of 4) and a weight with a non-zero zero point keep the generic path and stay
 exact; a row softmax gets `CpuRowSoftmax`. One build of three small matmuls and a softmax
@@ -55,27 +56,35 @@ def _int8_matmuls_model(m: int, n: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_int8_matmul_uses_vnni_where_it_can_and_matches_ort(farm_home: Path) -> None:
+@pytest.mark.parametrize("cap", [None, "avx2"])
+def test_int8_matmul_uses_vnni_where_it_can_and_matches_ort(
+        farm_home: Path, monkeypatch: pytest.MonkeyPatch, cap: str | None) -> None:
+    """As the host is (None) and capped at avx2 (no VNNI on any x86 host that runs farm):
+    there y0 and y1 (K 30 is a multiple of 2) take `CpuMatmulPmaddwd`'s exact vpmaddwd."""
     from test_tvm_nbits import _tvm_outputs
 
     from farm.routes.tvm.builder import build_tvm
 
+    if cap:
+        monkeypatch.setenv("FARM_ISA", cap)
     device = local_device()
     vnni = "avx512vnni" in device.isa_features  # FARM_ISA=avx2 takes it away
+    pmaddwd = not vnni and device.arch == "x86_64"
     path = farm_home / "int8_matmuls.onnx"
     onnx.save(_int8_matmuls_model(16, 48), str(path))
     artifact = build_tvm(path, device)
 
     assert artifact.unscheduled_count == 0, artifact.schedule_sources
     gemms = sorted(src for name, src in artifact.schedule_sources.items() if "matmul" in name)
-    # y1 and y2 (and, without VNNI, y0) on the generic register-tiled rule
+    # y2 (weight zero point 3) on the generic register-tiled rule; y1 too with VNNI (K 30)
     assert gemms == (["default:CpuMatmul"] * 2 + ["default:CpuMatmulVnni"] if vnni
+                     else ["default:CpuMatmul"] + ["default:CpuMatmulPmaddwd"] * 2 if pmaddwd
                      else ["default:CpuMatmul"] * 3), artifact.schedule_sources
     assert "default:CpuRowSoftmax" in artifact.schedule_sources.values()
-    if vnni and shutil.which("objdump"):
+    if (vnni or pmaddwd) and shutil.which("objdump"):
         asm = subprocess.run(["objdump", "-d", str(artifact.kernels_path)], check=True,
                              capture_output=True, text=True).stdout
-        assert "vpdpbusd" in asm
+        assert ("vpdpbusd" if vnni else "vpmaddwd") in asm
     rng = np.random.default_rng(1)
     feeds = {"x0": rng.normal(0.2, 1.0, size=(1, 16, 64)).astype(np.float32),
              "x1": rng.normal(-0.1, 2.0, size=(1, 16, 30)).astype(np.float32)}

@@ -108,7 +108,8 @@ def _u8s8_matmul_integer() -> Any:
         matmul(A, B, out_dtype=int32) - za * colsum(B)
 
     (the zero point moves out of the K loop: sum_k (a - za) b = sum_k a b - za sum_k b),
-    a u8 x s8 -> i32 GEMM that `api_rules.CpuMatmulVnni` tensorizes with vpdpbusd. Anything
+    a u8 x s8 -> i32 GEMM that `api_rules.CpuMatmulVnni` tensorizes with vpdpbusd (AVX2 without
+    VNNI: `CpuMatmulPmaddwd`, vpmaddwd). Anything
     else (non-zero weight zero point, per-row za, non-constant B) keeps TVM's converter."""
     import numpy as np
     from tvm import relax
@@ -195,15 +196,16 @@ def lower_to_kernels(mod: Any, target: Any, *, fusion: bool) -> Any:
 
 def _default_schedule(func: Any, target: Any) -> tuple[Any, str]:
     """(schedule, "default:<Rule>") from the first default rule that takes `func`, or
-    (None, "none"). Rules: farm's CpuMatmulVnni (u8 x s8 GEMMs on VNNI) and CpuMatmul,
+    (None, "none"). Rules: farm's CpuMatmulVnni (u8 x s8 GEMMs on VNNI), CpuMatmulPmaddwd
+    (the same on AVX2 without VNNI) and CpuMatmul,
     dlight's GEMV, farm's CpuRowSoftmax, dlight's Reduction, farm's CpuInjective,
     CpuFullReduction and CpuScalar (api_rules.rules_after)."""
     from tvm.s_tir import dlight
 
     from farm.routes.tvm import api_rules
-    rules = [api_rules.CpuMatmulVnni(), api_rules.CpuMatmul(), dlight.cpu.GEMV(),
-             api_rules.CpuRowSoftmax(), dlight.cpu.Reduction(), api_rules.CpuInjective(),
-             *api_rules.rules_after()]
+    rules = [api_rules.CpuMatmulVnni(), api_rules.CpuMatmulPmaddwd(), api_rules.CpuMatmul(),
+             dlight.cpu.GEMV(), api_rules.CpuRowSoftmax(), dlight.cpu.Reduction(),
+             api_rules.CpuInjective(), *api_rules.rules_after()]
     for rule in rules:
         try:
             sch = rule.apply(func, target, False)

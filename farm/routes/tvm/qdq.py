@@ -17,7 +17,8 @@ activations (ORT's x86 choice, the int8-qdq variant; the file's QuantizeLinear i
 zx + 128 as uint8 for int8 activations (users' S8S8 files): a uint8 QuantizeLinear with zero
 point zx + 128 yields exactly the int8 one plus 128, saturation included, so q - zu is
 unchanged. `api._u8s8_matmul_integer` then imports the MatMulInteger as a u8 x s8 -> i32
-matmul that `api_rules.CpuMatmulVnni` tensorizes with vpdpbusd, as for int8-dynamic.
+matmul that `api_rules.CpuMatmulVnni` tensorizes with vpdpbusd (`CpuMatmulPmaddwd` with
+vpmaddwd on AVX2 without VNNI), as for int8-dynamic.
 
 Anything else keeps TVM's own path (Q/DQ as fp32 ops): activation x activation MatMuls
 (attention scores and context), weights that are not constant int8 [K, N], non-zero weight
