@@ -221,25 +221,31 @@ class CpuMatmul(CPUScheduleRule):
         return sch
 
 
-@T.prim_func(s_tir=True)
-def _vnni_16x4_desc(
-    A: T.Buffer((4,), "uint8", offset_factor=1),
-    B: T.Buffer((16, 4), "int8", offset_factor=1),
-    C: T.Buffer((16,), "int32", offset_factor=1),
-) -> None:
-    """TVM's `dot_product_16x4_u8i8i32_desc` (tvm/s_tir/tensor_intrin/x86.py), written here:
+def _u8s8_dot_desc(cols: int, kstep: int) -> tirx.PrimFunc:
+    """The semantics a u8 x s8 tensor intrinsic implements: `cols` int32 lanes += `kstep`
+    products each, C[i] += A[k] * B[i, k]. For 16 x 4 it is TVM's
+    `dot_product_16x4_u8i8i32_desc` (tvm/s_tir/tensor_intrin/x86.py), written here:
     importing it runs `tvm.s_tir.tensor_intrin`'s `__init__`, which parses every target's
     intrinsics (CUDA, Hexagon, ...) with a TVMScript parser that calls `inspect.stack()` per
     function: 50-100 s of CPU in each process's first build (more with many modules
     loaded), for one 16x4 dot product."""
-    with T.sblock("root"):
-        T.reads(C[0:16], A[0:4], B[0:16, 0:4])
-        T.writes(C[0:16])
-        for i in T.serial(0, 16):
-            for k in T.serial(0, 4):
-                with T.sblock("update"):
-                    vi, vk = T.axis.remap("SR", [i, k])
-                    C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+    @T.prim_func(s_tir=True)
+    def desc(
+        A: T.Buffer((kstep,), "uint8", offset_factor=1),
+        B: T.Buffer((cols, kstep), "int8", offset_factor=1),
+        C: T.Buffer((cols,), "int32", offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:cols], A[0:kstep], B[0:cols, 0:kstep])
+            T.writes(C[0:cols])
+            for i in T.serial(0, cols):
+                for k in T.serial(0, kstep):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+
+    return desc
 
 
 @T.prim_func(s_tir=True)
@@ -272,7 +278,7 @@ def _register_vnni() -> str:
         from tvm.s_tir.tensor_intrin.x86 import VNNI_DOT_16x4_INTRIN
         return VNNI_DOT_16x4_INTRIN
     if TensorIntrin.get(VNNI_INTRIN, allow_missing=True) is None:
-        TensorIntrin.register(VNNI_INTRIN, _vnni_16x4_desc, _vnni_16x4_impl)
+        TensorIntrin.register(VNNI_INTRIN, _u8s8_dot_desc(16, 4), _vnni_16x4_impl)
     return VNNI_INTRIN
 
 
@@ -389,22 +395,6 @@ def _schedule_u8s8(func: tirx.PrimFunc, intrin: str, *, cols: int, kstep: int, m
 
 
 @T.prim_func(s_tir=True)
-def _pmaddwd_8x2_desc(
-    A: T.Buffer((2,), "uint8", offset_factor=1),
-    B: T.Buffer((8, 2), "int8", offset_factor=1),
-    C: T.Buffer((8,), "int32", offset_factor=1),
-) -> None:
-    with T.sblock("root"):
-        T.reads(C[0:8], A[0:2], B[0:8, 0:2])
-        T.writes(C[0:8])
-        for i in T.serial(0, 8):
-            for k in T.serial(0, 2):
-                with T.sblock("update"):
-                    vi, vk = T.axis.remap("SR", [i, k])
-                    C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
-
-
-@T.prim_func(s_tir=True)
 def _pmaddwd_8x2_impl(a: T.handle, b: T.handle, c: T.handle) -> None:
     """8 int32 lanes += 2 products each, exact: the 2 u8 activations zero-extended to int16
     and broadcast as one int32, the 8 x 2 weights sign-extended to int16, one vpmaddwd
@@ -434,7 +424,7 @@ _PM_ROWS, _PM_VECS = (2, 1), (4, 2, 1)
 def _register_pmaddwd() -> str:
     from tvm.s_tir import TensorIntrin
     if TensorIntrin.get(PMADDWD_INTRIN, allow_missing=True) is None:
-        TensorIntrin.register(PMADDWD_INTRIN, _pmaddwd_8x2_desc, _pmaddwd_8x2_impl)
+        TensorIntrin.register(PMADDWD_INTRIN, _u8s8_dot_desc(8, 2), _pmaddwd_8x2_impl)
     return PMADDWD_INTRIN
 
 
